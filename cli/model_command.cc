@@ -1,0 +1,141 @@
+#include "cli/model_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/size_list.h"
+#include "collective/algorithms.h"
+#include "collective/cost_model.h"
+
+namespace gradsync::cli {
+
+namespace {
+
+struct ModelOptions {
+  int ranks = 0;
+  double alpha_us = 0;
+  double beta_us_per_byte = 0;
+  std::string sizes_text;
+  std::string dtype_text = "f32";
+  bool json = false;
+};
+
+// One decimal is below the model's own precision; more digits only make the table harder to read.
+double rounded(double us) { return std::round(us * 10.0) / 10.0; }
+
+struct SizeRow {
+  std::uint64_t bytes = 0;
+  std::vector<Candidate> candidates;
+  Algorithm chosen = Algorithm::tree;
+};
+
+void print_table(const ModelOptions& options, const std::vector<SizeRow>& rows) {
+  std::printf("all-reduce, p = %d, alpha = %g us, beta = %g us/byte (%.3g GB/s), %s\n",
+              options.ranks, options.alpha_us, options.beta_us_per_byte,
+              options.beta_us_per_byte > 0 ? 1e-3 / options.beta_us_per_byte : INFINITY,
+              options.dtype_text.c_str());
+  std::printf("predicted time in us; * marks the algorithm the model chooses\n\n");
+  std::printf("%14s", "bytes");
+  for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
+    std::printf("  %17s", std::string(name(algorithm)).c_str());
+  }
+  std::printf("  %s\n", "chosen");
+  for (const SizeRow& row : rows) {
+    std::printf("%14llu", static_cast<unsigned long long>(row.bytes));
+    for (const Candidate& candidate : row.candidates) {
+      std::printf("  %16.1f%c", rounded(candidate.cost.time_us),
+                  candidate.algorithm == row.chosen ? '*' : ' ');
+    }
+    std::printf("  %s\n", std::string(name(row.chosen)).c_str());
+  }
+}
+
+void print_json(const std::vector<SizeRow>& rows) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const SizeRow& row : rows) {
+    for (const Candidate& candidate : row.candidates) {
+      entries.push_back({{"bytes", row.bytes},
+                         {"algorithm", name(candidate.algorithm)},
+                         {"predicted_us", rounded(candidate.cost.time_us)},
+                         {"chosen", candidate.algorithm == row.chosen}});
+    }
+  }
+  std::cout << entries.dump(2) << "\n";
+}
+
+int run_model(const ModelOptions& options) {
+  const DataType type = *parse_data_type(options.dtype_text);
+  const std::size_t size = element_size(type);
+  std::string error;
+  const auto sizes = parse_size_list(options.sizes_text, error);
+  if (!sizes) throw CLI::ValidationError("--sizes", error);
+  const NetworkModel network{options.alpha_us, options.beta_us_per_byte};
+  std::vector<SizeRow> rows;
+  for (std::uint64_t bytes : *sizes) {
+    if (bytes % size != 0) {
+      throw CLI::ValidationError("--sizes", std::to_string(bytes) +
+                                                " bytes is not a whole number of " +
+                                                options.dtype_text + " elements (" +
+                                                std::to_string(size) + " bytes each)");
+    }
+    const OpShape shape{Collective::allreduce, options.ranks, bytes / size, size};
+    std::vector<Candidate> candidates = estimate_candidates(shape, network);
+    const Algorithm chosen = cheapest(candidates);
+    rows.push_back({bytes, std::move(candidates), chosen});
+  }
+  if (options.json) {
+    print_json(rows);
+  } else {
+    print_table(options, rows);
+  }
+  return 0;
+}
+
+// CLI::NonNegativeNumber would print the whole range of a double.
+const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      try {
+        std::size_t used = 0;
+        const double value = std::stod(text, &used);
+        if (used == text.size() && value >= 0 && std::isfinite(value)) return {};
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a number >= 0";
+    },
+    "NUMBER >= 0");
+
+}  // namespace
+
+void add_model_command(CLI::App& app, std::function<int()>& action) {
+  auto options = std::make_shared<ModelOptions>();
+  CLI::App* command = app.add_subcommand(
+      "model", "Print the alpha-beta model's predicted all-reduce time of every algorithm");
+  command->add_option("--ranks,-p", options->ranks, "Number of ranks")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  command->add_option("--alpha-us", options->alpha_us, "Latency per message, in microseconds")
+      ->required()
+      ->check(kNonNegative);
+  command
+      ->add_option("--beta-us-per-byte", options->beta_us_per_byte,
+                   "Transfer time per byte, in microseconds (0.0001 is 10 GB/s)")
+      ->required()
+      ->check(kNonNegative);
+  command
+      ->add_option("--sizes", options->sizes_text,
+                   "Comma-separated message sizes in bytes, e.g. 1000,64KiB,4MiB")
+      ->required();
+  command->add_option("--dtype", options->dtype_text, "Element type: f32 f64 f16 bf16 i32 i64 u8")
+      ->check(CLI::IsMember({"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}));
+  command->add_flag("--json", options->json,
+                    "Print a JSON array, one object per (size, algorithm)");
+  command->callback([options, &action] { action = [options] { return run_model(*options); }; });
+}
+
+}  // namespace gradsync::cli

@@ -1,0 +1,84 @@
+// All-to-all: block j of rank i's data ends as block i of rank j's output.
+//
+// Direct exchange, p = 4: round k (1 ≤ k < p) sends block r+k to rank r+k and receives block r−k
+// from rank r−k (mod p); the own block is a local copy. (p−1)(α + βm): right for long blocks.
+//
+// Bruck, p = 4: label the block bound for rank r+j (mod p) "position j". Round k sends every
+// position with bit k set to rank r + 2^k, where it keeps its position; after ⌈log₂p⌉ rounds
+// position j at rank r holds the block that rank r−j sent to r. Round 0 moves positions {1, 3},
+// round 1 positions {2, 3}. ⌈log₂p⌉(α + β·m·p/2): few latencies, so it wins for short blocks.
+#include "collective/algorithms.h"
+#include "collective/math_util.h"
+
+namespace gradsync {
+
+namespace {
+
+Span block(const Schedule& schedule, BufferId buffer, int index) {
+  const std::uint64_t m = schedule.shape.count;
+  return schedule.span(Chunk{static_cast<std::uint64_t>(index) * m, m}, buffer);
+}
+
+int highest_bit(int value) {
+  int bit = 0;
+  while ((value >> (bit + 1)) != 0) ++bit;
+  return bit;
+}
+
+}  // namespace
+
+Schedule direct_alltoall(int rank, int world_size, std::uint64_t block_count,
+                         std::size_t element_size) {
+  Schedule schedule = empty_schedule({Collective::alltoall, world_size, block_count, element_size},
+                                     Algorithm::direct, rank);
+  const int p = world_size;
+  const int r = rank;
+  schedule.add_round().copy(block(schedule, BufferId::data, r),
+                            block(schedule, BufferId::output, r));
+  for (int k = 1; k < p; ++k) {
+    Round& round = k == 1 ? schedule.rounds.back() : schedule.add_round();
+    round.send((r + k) % p, block(schedule, BufferId::data, (r + k) % p));
+    round.recv_copy(positive_mod(r - k, p),
+                    block(schedule, BufferId::output, positive_mod(r - k, p)));
+  }
+  return schedule;
+}
+
+// Positions travel between three places: their block of `data` before they first move, one of two
+// scratch copies while they hop (a receive never lands where the same round sends from), and their
+// final block of `output` on their last hop. Position 0 never moves and is a local copy.
+Schedule bruck_alltoall(int rank, int world_size, std::uint64_t block_count,
+                        std::size_t element_size) {
+  Schedule schedule = empty_schedule({Collective::alltoall, world_size, block_count, element_size},
+                                     Algorithm::bruck, rank);
+  const int p = world_size;
+  const int r = rank;
+  schedule.buffer_bytes[static_cast<int>(BufferId::scratch)] = 2 * data_bytes(schedule.shape);
+
+  std::vector<Span> where(p);
+  std::vector<int> scratch_copy(p, 1);  // the scratch copy a position lands in next, alternating
+  for (int j = 0; j < p; ++j) where[j] = block(schedule, BufferId::data, (r + j) % p);
+  const auto next_scratch = [&](int position) {
+    scratch_copy[position] ^= 1;
+    return block(schedule, BufferId::scratch, scratch_copy[position] * p + position);
+  };
+
+  for (int bit = 0; (1 << bit) < p; ++bit) {
+    Round& round = schedule.add_round();
+    Send& send = round.sends.emplace_back(Send{(r + (1 << bit)) % p, {}});
+    Recv& recv =
+        round.recvs.emplace_back(Recv{positive_mod(r - (1 << bit), p), {}, RecvAction::copy});
+    for (int j = 1; j < p; ++j) {
+      if ((j & (1 << bit)) == 0) continue;
+      send.spans.push_back(where[j]);
+      where[j] = highest_bit(j) == bit ? block(schedule, BufferId::output, positive_mod(r - j, p))
+                                       : next_scratch(j);
+      recv.spans.push_back(where[j]);
+    }
+  }
+  if (schedule.rounds.empty()) schedule.add_round();
+  schedule.rounds.back().copy(where[0], block(schedule, BufferId::output, r));
+  return schedule;
+}
+
+}  // namespace gradsync

@@ -1,0 +1,102 @@
+#include "collective/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "collective/algorithms.h"
+#include "collective/check.h"
+#include "collective/math_util.h"
+
+namespace gradsync {
+
+CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const NetworkModel& network) {
+  // One rank's schedule at a time keeps memory at O(rounds), not O(p · rounds), for large p.
+  std::vector<double> round_time;
+  CostEstimate estimate;
+  for (int rank = 0; rank < shape.world_size; ++rank) {
+    const Schedule schedule = build_schedule(shape, algorithm, rank);
+    round_time.resize(schedule.rounds.size(), 0.0);
+    std::uint64_t bytes_sent = 0;
+    for (std::size_t t = 0; t < schedule.rounds.size(); ++t) {
+      const Round& round = schedule.rounds[t];
+      std::uint64_t sent = 0;
+      std::uint64_t received = 0;
+      for (const Send& send : round.sends) sent += send.bytes();
+      for (const Recv& recv : round.recvs) received += recv.bytes();
+      const auto messages = std::max(round.sends.size(), round.recvs.size());
+      const double time = network.alpha_us * static_cast<double>(messages) +
+                          network.beta_us_per_byte * static_cast<double>(std::max(sent, received));
+      round_time[t] = std::max(round_time[t], time);
+      bytes_sent += sent;
+    }
+    estimate.max_bytes_sent = std::max(estimate.max_bytes_sent, bytes_sent);
+  }
+  estimate.rounds = static_cast<int>(round_time.size());
+  for (double time : round_time) estimate.time_us += time;
+  return estimate;
+}
+
+std::vector<Candidate> estimate_candidates(const OpShape& shape, const NetworkModel& network) {
+  std::vector<Candidate> candidates;
+  for (Algorithm algorithm : algorithms_for(shape.collective)) {
+    candidates.push_back({algorithm, estimate_cost(shape, algorithm, network)});
+  }
+  return candidates;
+}
+
+Algorithm cheapest(const std::vector<Candidate>& candidates) {
+  GRADSYNC_CHECK(!candidates.empty());
+  const Candidate* best = &candidates.front();
+  for (const Candidate& candidate : candidates) {
+    if (candidate.cost.time_us < best->cost.time_us) best = &candidate;
+  }
+  return best->algorithm;
+}
+
+Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network) {
+  return cheapest(estimate_candidates(shape, network));
+}
+
+double closed_form_time_us(Collective collective, Algorithm algorithm, int world_size, double bytes,
+                           const NetworkModel& network) {
+  GRADSYNC_CHECK(supports(collective, algorithm));
+  const double p = world_size;
+  const double alpha = network.alpha_us;
+  const double beta = network.beta_us_per_byte;
+  const double n = bytes;
+  const double log_p = ceil_log2(world_size);
+  const double core = floor_power_of_two(world_size);
+  const double log_core = std::log2(core);
+  const double fold = core == p ? 0.0 : 2.0 * (alpha + beta * n);
+  switch (collective) {
+    case Collective::allreduce:
+      switch (algorithm) {
+        case Algorithm::tree:
+          return 2 * log_p * (alpha + beta * n);
+        case Algorithm::hypercube:
+          return fold + log_core * (alpha + beta * n);
+        case Algorithm::ring:
+          return 2 * (p - 1) * (alpha + beta * n / p);
+        case Algorithm::halving_doubling:
+          return fold + 2 * log_core * alpha + 2 * beta * n * (core - 1) / core;
+        default:
+          break;
+      }
+      break;
+    case Collective::reduce_scatter:
+    case Collective::allgather:
+      return (p - 1) * (alpha + beta * n / p);
+    case Collective::broadcast:
+      return log_p * (alpha + beta * n);
+    case Collective::alltoall:
+      return algorithm == Algorithm::direct ? (p - 1) * (alpha + beta * n)
+                                            : log_p * (alpha + beta * n * p / 2);
+    case Collective::barrier:
+      return log_p * alpha;
+  }
+  std::abort();
+}
+
+}  // namespace gradsync

@@ -1,0 +1,49 @@
+// The α-β cost model (DESIGN.md §5), read off schedules.
+//
+// A round costs, on each rank, α per message plus β per byte, taking the larger of what the rank
+// sends and what it receives (links are full duplex); the round lasts as long as its slowest rank,
+// and an op as long as its rounds added up. The closed forms of DESIGN.md §3 are kept beside it for
+// documentation and as a cross-check: where a closed form is exact, the two agree.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "collective/schedule.h"
+#include "collective/types.h"
+
+namespace gradsync {
+
+struct NetworkModel {
+  double alpha_us = 0;          // latency per message
+  double beta_us_per_byte = 0;  // time per byte on the slowest link
+};
+
+struct CostEstimate {
+  double time_us = 0;
+  int rounds = 0;
+  std::uint64_t max_bytes_sent = 0;  // by the busiest rank, over the whole op
+};
+
+// Builds every rank's schedule for `shape` and reads the cost off them.
+CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const NetworkModel& network);
+
+struct Candidate {
+  Algorithm algorithm;
+  CostEstimate cost;
+};
+
+// Every algorithm that can run the op, with its estimate, in the order of algorithms_for().
+std::vector<Candidate> estimate_candidates(const OpShape& shape, const NetworkModel& network);
+
+// The candidate with the least estimated time; ties go to the earlier one.
+Algorithm cheapest(const std::vector<Candidate>& candidates);
+
+Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network);
+
+// DESIGN.md §3's formulas for p ranks and n bytes per rank (for all-to-all: bytes per destination).
+// Non-power-of-two p pays the fold's two extra rounds of α + βn in hypercube and halving_doubling.
+double closed_form_time_us(Collective collective, Algorithm algorithm, int world_size, double bytes,
+                           const NetworkModel& network);
+
+}  // namespace gradsync

@@ -1,0 +1,110 @@
+#include "collective/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "collective/algorithms.h"
+
+namespace gradsync {
+namespace {
+
+// The seed's parameters: α = 20 µs, β = 0.0001 µs/byte (10 GB/s), p = 64.
+constexpr NetworkModel kSeedNetwork{20.0, 0.0001};
+
+OpShape allreduce_of(std::uint64_t bytes, int p = 64) {
+  return {Collective::allreduce, p, bytes / 4, 4};
+}
+
+double rounded_us(std::uint64_t bytes, Algorithm algorithm) {
+  return std::round(estimate_cost(allreduce_of(bytes), algorithm, kSeedNetwork).time_us);
+}
+
+TEST(CostModel, ReproducesTheSeedTable) {
+  EXPECT_EQ(rounded_us(1'000, Algorithm::tree), 241);
+  EXPECT_EQ(rounded_us(1'000, Algorithm::hypercube), 121);
+  EXPECT_EQ(rounded_us(1'000, Algorithm::ring), 2520);
+  EXPECT_EQ(rounded_us(1'000'000, Algorithm::tree), 1440);
+  EXPECT_EQ(rounded_us(1'000'000, Algorithm::hypercube), 720);
+  EXPECT_EQ(rounded_us(1'000'000, Algorithm::ring), 2717);
+  EXPECT_EQ(rounded_us(100'000'000, Algorithm::tree), 120240);
+  EXPECT_EQ(rounded_us(100'000'000, Algorithm::hypercube), 60120);
+  EXPECT_EQ(rounded_us(100'000'000, Algorithm::ring), 22208);
+}
+
+TEST(CostModel, HypercubeAndRingCrossAtAboutSixMegabytesForSixtyFourRanks) {
+  // Bisect on whole f32 elements for the smallest size where the ring is no slower.
+  std::uint64_t low = 1'000'000;     // hypercube wins here
+  std::uint64_t high = 100'000'000;  // ring wins here
+  const auto ring_wins = [](std::uint64_t bytes) {
+    return estimate_cost(allreduce_of(bytes), Algorithm::ring, kSeedNetwork).time_us <=
+           estimate_cost(allreduce_of(bytes), Algorithm::hypercube, kSeedNetwork).time_us;
+  };
+  ASSERT_FALSE(ring_wins(low));
+  ASSERT_TRUE(ring_wins(high));
+  while (high - low > 4) {
+    const std::uint64_t middle = (low + high) / 2 / 4 * 4;
+    (ring_wins(middle) ? high : low) = middle;
+  }
+  // Closed form: 6(α + βn) = 126(α + βn/64)  ⇒  n = 120α / (4.03125β) ≈ 5.953 MB.
+  EXPECT_NEAR(static_cast<double>(high), 5.953e6, 0.005e6);
+}
+
+TEST(CostModel, AgreesWithTheClosedFormsWhereTheyAreExact) {
+  const NetworkModel network{7.5, 0.002};
+  for (int p : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 32, 33, 64}) {
+    // Divisible by p and by every power of two up to 64, so every chunk has the same length.
+    const std::uint64_t count = 64ull * 3 * 5 * 7 * 11 * 17;
+    if (count % static_cast<std::uint64_t>(p) != 0) continue;
+    const OpShape shape{Collective::allreduce, p, count, 4};
+    for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
+      const double bytes = static_cast<double>(count * 4);
+      EXPECT_NEAR(estimate_cost(shape, algorithm, network).time_us,
+                  closed_form_time_us(Collective::allreduce, algorithm, p, bytes, network),
+                  1e-6 * bytes)
+          << name(algorithm) << " p=" << p;
+    }
+  }
+}
+
+TEST(CostModel, OtherCollectivesAgreeWithTheirClosedForms) {
+  const NetworkModel network{10.0, 0.001};
+  for (int p : {2, 4, 8, 16}) {
+    const std::uint64_t count = 1024;
+    const double bytes = count * 4.0;
+    for (Collective collective :
+         {Collective::reduce_scatter, Collective::allgather, Collective::broadcast,
+          Collective::alltoall, Collective::barrier}) {
+      for (Algorithm algorithm : algorithms_for(collective)) {
+        const OpShape shape{collective, p, count, collective == Collective::barrier ? 1u : 4u};
+        EXPECT_NEAR(estimate_cost(shape, algorithm, network).time_us,
+                    closed_form_time_us(collective, algorithm, p,
+                                        collective == Collective::barrier ? 0.0 : bytes, network),
+                    1e-9 * bytes)
+            << name(collective) << "/" << name(algorithm) << " p=" << p;
+      }
+    }
+  }
+}
+
+TEST(CostModel, ChoosesTheHypercubeForShortVectorsAndABandwidthOptimalOneForLong) {
+  EXPECT_EQ(choose_algorithm(allreduce_of(1'000), kSeedNetwork), Algorithm::hypercube);
+  // Past 6(α + βn) = 12α + 2βn·63/64, i.e. n ≈ 298 kB, Rabenseifner's halved messages win; it
+  // beats the ring at every size here, paying 2·log₂p latencies instead of 2(p−1) for the same
+  // bytes.
+  EXPECT_EQ(choose_algorithm(allreduce_of(250'000), kSeedNetwork), Algorithm::hypercube);
+  EXPECT_EQ(choose_algorithm(allreduce_of(350'000), kSeedNetwork), Algorithm::halving_doubling);
+  EXPECT_EQ(choose_algorithm(allreduce_of(100'000'000), kSeedNetwork), Algorithm::halving_doubling);
+  EXPECT_EQ(choose_algorithm({Collective::alltoall, 64, 1, 4}, kSeedNetwork), Algorithm::bruck);
+  EXPECT_EQ(choose_algorithm({Collective::alltoall, 64, 1 << 20, 4}, kSeedNetwork),
+            Algorithm::direct);
+}
+
+TEST(CostModel, ASingleRankCostsNothing) {
+  for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
+    EXPECT_EQ(estimate_cost(allreduce_of(4000, 1), algorithm, kSeedNetwork).time_us, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace gradsync
