@@ -4,11 +4,12 @@
 // - out[i] = lhs[i] (op) rhs[i]; `out` may alias `lhs` or `rhs` exactly (in-place reduction).
 //   Schedules fix the operand order, so a non-commutative corner (NaN payloads, signed zeros)
 //   still yields the same bits on every rank.
-// - Floats follow IEEE 754: sum and prod propagate NaN and inf; min and max propagate NaN.
+// - Floats follow IEEE 754: sum and prod propagate NaN and inf; min and max propagate NaN and order
+//   -0 below +0. A NaN operand yields a quiet NaN with lhs's payload if lhs is NaN, else rhs's.
 // - f16 and bf16 are widened to f32, combined, and rounded back once (round to nearest even).
 // - Integers wrap around (two's complement for i32/i64, modulo 256 for u8); no overflow is UB.
 // - avg combines like sum; finalize_average() then divides once by the number of ranks
-//   (integers: the wrapped sum divided by p, truncated toward zero).
+//   (integers: the wrapped sum divided by p, truncated toward zero); world_size must be ≥ 1.
 #pragma once
 
 #include <cstddef>

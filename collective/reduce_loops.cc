@@ -1,0 +1,232 @@
+// The reduce loops, compiled once per instruction-set level (see CMakeLists.txt): each build
+// defines GRADSYNC_KERNEL_ISA, the namespace its entry points live in, and reduce_kernels.cc picks
+// the best one the processor supports. Every level performs the same IEEE operations in the same
+// order, so ranks on different processors still end with the same bits.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <type_traits>
+
+#include "collective/half_float.h"
+#include "collective/reduce_kernel_variants.h"
+
+namespace gradsync::GRADSYNC_KERNEL_ISA {
+namespace {
+
+// How an element is stored and which type its arithmetic runs in.
+template <typename T>
+struct Native {
+  using Storage = T;
+  using Compute = T;
+  static T widen(T value) { return value; }
+  static T narrow(T value) { return value; }
+};
+
+struct Half {
+  using Storage = std::uint16_t;
+  using Compute = float;
+  static float widen(std::uint16_t value) { return f16_to_f32(value); }
+  static std::uint16_t narrow(float value) { return f32_to_f16(value); }
+};
+
+struct BFloat {
+  using Storage = std::uint16_t;
+  using Compute = float;
+  static float widen(std::uint16_t value) { return bf16_to_f32(value); }
+  static std::uint16_t narrow(float value) { return f32_to_bf16(value); }
+};
+
+// The interface hands over raw bytes with no alignment or object-type guarantee; a fixed-size
+// memcpy is well defined for any address and still compiles to plain unaligned vector accesses.
+template <typename T>
+T load(const std::byte* from) {
+  T value;
+  std::memcpy(&value, from, sizeof value);
+  return value;
+}
+
+template <typename T>
+void store(std::byte* to, T value) {
+  std::memcpy(to, &value, sizeof value);
+}
+
+// Signed overflow is UB, unsigned arithmetic wraps: compute in the unsigned type.
+template <typename T, typename Arithmetic>
+T wrapping(T lhs, T rhs, Arithmetic arithmetic) {
+  using Unsigned = std::make_unsigned_t<T>;
+  return static_cast<T>(arithmetic(static_cast<Unsigned>(lhs), static_cast<Unsigned>(rhs)));
+}
+
+template <typename T>
+using FloatBits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+
+// A NaN operand makes the result a quiet NaN with lhs's payload if lhs is NaN, else rhs's. The
+// hardware does not fix this when both are NaN: x86 returns the first source operand's payload,
+// and the compiler may swap the operands of a commutative operation differently at each
+// instruction-set level. Selecting explicitly keeps every rank's bits equal.
+template <typename T>
+T with_nan_rule(T lhs, T rhs, FloatBits<T> result) {
+  using Bits = FloatBits<T>;
+  constexpr Bits kQuietBit = Bits{1} << (std::numeric_limits<T>::digits - 2);
+  const Bits quiet_nan =
+      (std::isnan(lhs) ? std::bit_cast<Bits>(lhs) : std::bit_cast<Bits>(rhs)) | kQuietBit;
+  return std::bit_cast<T>(std::isunordered(lhs, rhs) ? quiet_nan : result);
+}
+
+// IEEE 754-2019 minimum/maximum, with the NaN rule above. Operands that compare equal differ at
+// most in the sign of zero, and merging their bits settles that: AND gives +0 for max, OR gives -0
+// for min. The result is selected on the bits after quiet comparisons only, because GCC does not
+// if-convert a select whose arm needs a floating-point operation that may trap (it sinks, say, a
+// NaN-making lhs + rhs into that arm), and the loop would stay scalar.
+template <typename T, typename MergeBits>
+T ieee_min_max(T lhs, T rhs, bool lhs_wins, MergeBits merge_bits) {
+  using Bits = FloatBits<T>;
+  const Bits lhs_bits = std::bit_cast<Bits>(lhs);
+  const Bits rhs_bits = std::bit_cast<Bits>(rhs);
+  Bits result = lhs_wins ? lhs_bits : rhs_bits;
+  result = lhs == rhs ? static_cast<Bits>(merge_bits(lhs_bits, rhs_bits)) : result;
+  return with_nan_rule(lhs, rhs, result);
+}
+
+// Sum and product: the IEEE result, except that NaN operands follow the NaN rule above (a NaN that
+// the operation itself creates, as inf − inf, is the hardware's default NaN on every level).
+template <typename T, typename Arithmetic>
+T ieee_arithmetic(T lhs, T rhs, Arithmetic arithmetic) {
+  return with_nan_rule(lhs, rhs, std::bit_cast<FloatBits<T>>(static_cast<T>(arithmetic(lhs, rhs))));
+}
+
+struct Sum {
+  template <typename T>
+  T operator()(T lhs, T rhs) const {
+    if constexpr (std::is_integral_v<T>) {
+      return wrapping(lhs, rhs, std::plus<>{});
+    } else {
+      return ieee_arithmetic(lhs, rhs, std::plus<>{});
+    }
+  }
+};
+
+struct Prod {
+  template <typename T>
+  T operator()(T lhs, T rhs) const {
+    if constexpr (std::is_integral_v<T>) {
+      return wrapping(lhs, rhs, std::multiplies<>{});
+    } else {
+      return ieee_arithmetic(lhs, rhs, std::multiplies<>{});
+    }
+  }
+};
+
+struct Min {
+  template <typename T>
+  T operator()(T lhs, T rhs) const {
+    if constexpr (std::is_integral_v<T>) {
+      return rhs < lhs ? rhs : lhs;
+    } else {
+      return ieee_min_max(lhs, rhs, std::isless(lhs, rhs), std::bit_or<>{});
+    }
+  }
+};
+
+struct Max {
+  template <typename T>
+  T operator()(T lhs, T rhs) const {
+    if constexpr (std::is_integral_v<T>) {
+      return lhs < rhs ? rhs : lhs;
+    } else {
+      return ieee_min_max(lhs, rhs, std::isgreater(lhs, rhs), std::bit_and<>{});
+    }
+  }
+};
+
+template <typename Visitor>
+void visit_element(DataType type, Visitor&& visitor) {
+  switch (type) {
+    case DataType::f32:
+      return visitor(Native<float>{});
+    case DataType::f64:
+      return visitor(Native<double>{});
+    case DataType::f16:
+      return visitor(Half{});
+    case DataType::bf16:
+      return visitor(BFloat{});
+    case DataType::i32:
+      return visitor(Native<std::int32_t>{});
+    case DataType::i64:
+      return visitor(Native<std::int64_t>{});
+    case DataType::u8:
+      return visitor(Native<std::uint8_t>{});
+  }
+  std::abort();
+}
+
+template <typename Visitor>
+void visit_op(ReduceOp op, Visitor&& visitor) {
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::avg:
+      return visitor(Sum{});
+    case ReduceOp::prod:
+      return visitor(Prod{});
+    case ReduceOp::min:
+      return visitor(Min{});
+    case ReduceOp::max:
+      return visitor(Max{});
+  }
+  std::abort();
+}
+
+template <typename Element, typename Op>
+void reduce_elements(std::byte* out, const std::byte* lhs, const std::byte* rhs,
+                     std::size_t count) {
+  using Storage = typename Element::Storage;
+  constexpr Op op;
+  // `out` may equal `lhs` or `rhs`: each element is read before the store to the same index, a
+  // dependence GCC's runtime alias check accepts, so in-place calls take the vector path too.
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t offset = i * sizeof(Storage);
+    const auto combined = op(Element::widen(load<Storage>(lhs + offset)),
+                             Element::widen(load<Storage>(rhs + offset)));
+    store(out + offset, Element::narrow(combined));
+  }
+}
+
+template <typename Element>
+void divide_elements(std::byte* data, std::size_t count, int world_size) {
+  using Storage = typename Element::Storage;
+  using Compute = typename Element::Compute;
+  // Integers divide in at least int so that a u8 sum is not divided by world_size mod 256.
+  using Divisor =
+      std::conditional_t<std::is_integral_v<Compute>, std::common_type_t<Compute, int>, Compute>;
+  const auto divisor = static_cast<Divisor>(world_size);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t offset = i * sizeof(Storage);
+    const auto quotient = Element::widen(load<Storage>(data + offset)) / divisor;
+    store(data + offset, Element::narrow(static_cast<Compute>(quotient)));
+  }
+}
+
+}  // namespace
+
+void reduce(DataType type, ReduceOp op, std::byte* out, const std::byte* lhs, const std::byte* rhs,
+            std::size_t count) {
+  visit_element(type, [&]<typename Element>(Element) {
+    visit_op(op, [&]<typename Op>(Op) { reduce_elements<Element, Op>(out, lhs, rhs, count); });
+  });
+}
+
+void finalize_average(DataType type, ReduceOp op, std::byte* data, std::size_t count,
+                      int world_size) {
+  if (op != ReduceOp::avg) return;
+  // Dividing by zero or a negative rank count is a caller bug; integer division by zero would be
+  // UB, so fail loudly instead.
+  if (world_size < 1) std::abort();
+  visit_element(
+      type, [&]<typename Element>(Element) { divide_elements<Element>(data, count, world_size); });
+}
+
+}  // namespace gradsync::GRADSYNC_KERNEL_ISA
