@@ -19,7 +19,10 @@ std::vector<std::byte> floats(std::initializer_list<float> values) {
 SimulationReport run(const OpShape& shape, Algorithm algorithm) {
   const auto schedules = build_all_ranks(shape, algorithm);
   std::vector<RankBuffers> buffers(shape.world_size);
-  for (auto& rank : buffers) rank.data.resize(data_bytes(shape));
+  for (auto& rank : buffers) {
+    rank.data.resize(data_bytes(shape));
+    rank.output.resize(output_bytes(shape));
+  }
   return simulate(schedules, buffers, DataType::f32, ReduceOp::sum);
 }
 
@@ -105,13 +108,7 @@ TEST(ScheduleTraffic, TreeRootSendsAndReceivesOncePerLevel) {
 
 TEST(ScheduleTraffic, AlltoallDirectSendsEveryOtherBlockOnce) {
   for (int p : {1, 2, 3, 8, 17}) {
-    const auto schedules = build_all_ranks({Collective::alltoall, p, 5, 4}, Algorithm::direct);
-    std::vector<RankBuffers> buffers(p);
-    for (auto& rank : buffers) {
-      rank.data.resize(data_bytes(schedules[0].shape));
-      rank.output.resize(output_bytes(schedules[0].shape));
-    }
-    const SimulationReport report = simulate(schedules, buffers, DataType::f32, ReduceOp::sum);
+    const SimulationReport report = run({Collective::alltoall, p, 5, 4}, Algorithm::direct);
     ASSERT_TRUE(report.status.ok()) << report.status.to_string();
     for (const RankTraffic& traffic : report.traffic) {
       EXPECT_EQ(traffic.messages_sent, static_cast<std::uint64_t>(p - 1));
@@ -122,13 +119,7 @@ TEST(ScheduleTraffic, AlltoallDirectSendsEveryOtherBlockOnce) {
 
 TEST(ScheduleTraffic, BruckMovesHalfTheBlocksPerRoundInLogarithmicRounds) {
   for (int p : {2, 4, 8, 16, 32}) {
-    const auto schedules = build_all_ranks({Collective::alltoall, p, 3, 4}, Algorithm::bruck);
-    std::vector<RankBuffers> buffers(p);
-    for (auto& rank : buffers) {
-      rank.data.resize(data_bytes(schedules[0].shape));
-      rank.output.resize(output_bytes(schedules[0].shape));
-    }
-    const SimulationReport report = simulate(schedules, buffers, DataType::f32, ReduceOp::sum);
+    const SimulationReport report = run({Collective::alltoall, p, 3, 4}, Algorithm::bruck);
     ASSERT_TRUE(report.status.ok()) << report.status.to_string();
     const auto rounds = static_cast<std::uint64_t>(ceil_log2(p));
     for (const RankTraffic& traffic : report.traffic) {
