@@ -1,0 +1,498 @@
+#include "engine/executor.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "collective/reduce_kernels.h"
+#include "net/socket.h"
+
+namespace gradsync::engine {
+
+namespace {
+
+// A contiguous piece of a segment in one of the op's buffers.
+struct Piece {
+  std::byte* address;
+  std::uint64_t length;
+};
+
+struct OutSegment {
+  EncodedHeader header;
+  std::vector<Piece> pieces;
+  std::uint64_t total = 0;  // header + payload
+  std::uint64_t written = 0;
+};
+
+struct InSegment {
+  std::uint32_t index = 0;
+  std::uint64_t offset = 0;  // within the message
+  std::uint64_t length = 0;
+  std::vector<Piece> pieces;
+  RecvAction action = RecvAction::copy;
+};
+
+bool overlap(const Span& a, const Span& b) {
+  return a.buffer == b.buffer && a.length > 0 && b.length > 0 && a.offset < b.end() &&
+         b.offset < a.end();
+}
+
+class OpRun {
+ public:
+  OpRun(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
+        const ExecuteOptions& options)
+      : schedule_(schedule),
+        buffers_(buffers),
+        mesh_(mesh),
+        options_(options),
+        segment_bytes_(std::max<std::size_t>(
+            options.segment_bytes / schedule.shape.element_size * schedule.shape.element_size,
+            schedule.shape.element_size)),
+        outgoing_(mesh.world_size()),
+        incoming_(mesh.world_size()) {}
+
+  Status run() {
+    scratch_.resize(schedule_.size_of(BufferId::scratch));
+    for (round_ = 0; round_ < schedule_.rounds.size(); ++round_) {
+      prepare_round(schedule_.rounds[round_]);
+      if (Status status = transfer(); !status.ok()) return fail(status);
+      for (const LocalCopy& copy : schedule_.rounds[round_].copies) {
+        std::memmove(locate(copy.to), locate(copy.from), copy.from.length);
+      }
+    }
+    const Collective collective = schedule_.shape.collective;
+    if (collective == Collective::allreduce || collective == Collective::reduce_scatter) {
+      finalize_average(options_.descriptor.dtype, options_.descriptor.op, locate(schedule_.result),
+                       schedule_.result.length / schedule_.shape.element_size,
+                       schedule_.shape.world_size);
+    }
+    return {};
+  }
+
+ private:
+  std::byte* locate(const Span& span) {
+    switch (span.buffer) {
+      case BufferId::data:
+        return buffers_.data + span.offset;
+      case BufferId::output:
+        return buffers_.output + span.offset;
+      case BufferId::scratch:
+        return scratch_.data() + span.offset;
+    }
+    return nullptr;
+  }
+
+  // The pieces of the message bytes [begin, end) that `spans` lay out back to back.
+  std::vector<Piece> pieces(const std::vector<Span>& spans, std::uint64_t begin, std::uint64_t end,
+                            const std::vector<std::byte*>& bases) {
+    std::vector<Piece> result;
+    std::uint64_t position = 0;
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      const std::uint64_t from = std::max(begin, position);
+      const std::uint64_t to = std::min(end, position + spans[i].length);
+      if (from < to) result.push_back({bases[i] + (from - position), to - from});
+      position += spans[i].length;
+    }
+    return result;
+  }
+
+  FrameHeader header_for(std::uint32_t index, std::uint64_t offset, std::uint64_t length) const {
+    FrameHeader header;
+    header.kind = FrameKind::data;
+    header.generation = mesh_.generation();
+    header.op_id = options_.op_id;
+    header.round = static_cast<std::uint32_t>(round_);
+    header.segment = index;
+    header.offset = offset;
+    header.length = length;
+    header.descriptor = options_.descriptor;
+    return header;
+  }
+
+  // Cuts every message of the round into segments; a zero-length message is one empty frame.
+  template <typename Visit>
+  void for_each_segment(std::uint64_t total, Visit visit) {
+    std::uint32_t index = 0;
+    std::uint64_t offset = 0;
+    do {
+      const std::uint64_t length = std::min<std::uint64_t>(segment_bytes_, total - offset);
+      visit(index++, offset, length);
+      offset += length;
+    } while (offset < total);
+  }
+
+  void prepare_round(const Round& round) {
+    // Sends read the buffers as they were when the round began: a send whose bytes this round
+    // also reduces into (a hypercube exchange) goes out from a snapshot.
+    snapshots_.clear();
+    for (const Send& send : round.sends) {
+      std::vector<std::byte*> bases;
+      for (const Span& span : send.spans) {
+        const bool reduced_this_round =
+            std::any_of(round.recvs.begin(), round.recvs.end(), [&](const Recv& recv) {
+              return std::any_of(recv.spans.begin(), recv.spans.end(),
+                                 [&](const Span& target) { return overlap(span, target); });
+            });
+        if (reduced_this_round) {
+          auto& snapshot = snapshots_.emplace_back(locate(span), locate(span) + span.length);
+          bases.push_back(snapshot.data());
+        } else {
+          bases.push_back(locate(span));
+        }
+      }
+      for_each_segment(send.bytes(),
+                       [&](std::uint32_t index, std::uint64_t offset, std::uint64_t length) {
+                         OutSegment segment{encode(header_for(index, offset, length)),
+                                            pieces(send.spans, offset, offset + length, bases),
+                                            kFrameHeaderBytes + length, 0};
+                         outgoing_[send.peer].push_back(std::move(segment));
+                       });
+    }
+    for (const Recv& recv : round.recvs) {
+      std::vector<std::byte*> bases;
+      for (const Span& span : recv.spans) bases.push_back(locate(span));
+      for_each_segment(
+          recv.bytes(), [&](std::uint32_t index, std::uint64_t offset, std::uint64_t length) {
+            incoming_[recv.peer].push_back({index, offset, length,
+                                            pieces(recv.spans, offset, offset + length, bases),
+                                            recv.action});
+          });
+    }
+  }
+
+  bool round_done() const {
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      if (!outgoing_[peer].empty() || !incoming_[peer].empty()) return false;
+    }
+    return true;
+  }
+
+  std::string describe_op() const {
+    return "op " + std::to_string(options_.op_id) + " (" + options_.descriptor.to_string() + ")";
+  }
+
+  std::string waiting_for() const {
+    std::string ranks;
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      if (!outgoing_[peer].empty() || !incoming_[peer].empty()) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+      }
+    }
+    return ranks;
+  }
+
+  Status transfer() {
+    std::vector<pollfd> polls;
+    std::vector<int> poll_ranks;
+    while (true) {
+      // A header read ahead of its time may have become current with this round.
+      for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+        if (peer == mesh_.rank()) continue;
+        if (Status status = read_from(peer, false); !status.ok()) return status;
+      }
+      if (round_done()) return {};
+      polls.clear();
+      poll_ranks.clear();
+      for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+        if (peer == mesh_.rank()) continue;
+        PeerStream& stream = mesh_.peer(peer);
+        if (stream.lost()) {
+          return Status(ErrorCode::peer_lost,
+                        "lost rank " + std::to_string(peer) + ": " + stream.lost_reason);
+        }
+        short events = outgoing_[peer].empty() ? 0 : POLLOUT;
+        if (!deferred(stream)) events |= POLLIN;
+        polls.push_back({stream.socket.get(), events, 0});
+        poll_ranks.push_back(peer);
+      }
+      if (options_.abort != nullptr) polls.push_back({options_.abort->fd(), POLLIN, 0});
+      const int ready = ::poll(polls.data(), polls.size(), options_.deadline.poll_timeout_ms());
+      if (ready < 0 && errno != EINTR) {
+        return Status(ErrorCode::internal, std::string("poll failed: ") + std::strerror(errno));
+      }
+      if (options_.abort != nullptr && options_.abort->raised()) return options_.abort->reason();
+      if (ready == 0 && options_.deadline.expired()) {
+        return Status(ErrorCode::deadline_exceeded, describe_op() + " timed out in round " +
+                                                        std::to_string(round_) + " of " +
+                                                        std::to_string(schedule_.rounds.size()) +
+                                                        ", waiting for rank " + waiting_for());
+      }
+      for (std::size_t i = 0; i < poll_ranks.size(); ++i) {
+        const int peer = poll_ranks[i];
+        if (polls[i].revents & POLLOUT) {
+          if (Status status = write_to(peer); !status.ok()) return status;
+        }
+        if ((polls[i].revents & (POLLHUP | POLLERR)) && deferred(mesh_.peer(peer))) {
+          return lose(peer, "connection closed");
+        }
+        if (polls[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+          if (Status status = read_from(peer, true); !status.ok()) return status;
+        }
+      }
+    }
+  }
+
+  Status lose(int peer, const std::string& reason) {
+    mesh_.peer(peer).lost_reason = reason;
+    return Status(ErrorCode::peer_lost, "lost rank " + std::to_string(peer) + ": " + reason);
+  }
+
+  Status write_to(int peer) {
+    PeerStream& stream = mesh_.peer(peer);
+    while (!outgoing_[peer].empty()) {
+      OutSegment& segment = outgoing_[peer].front();
+      iovec parts[8];
+      int count = 0;
+      std::uint64_t skip = segment.written;
+      if (skip < kFrameHeaderBytes) {
+        parts[count++] = {segment.header.data() + skip, kFrameHeaderBytes - skip};
+        skip = 0;
+      } else {
+        skip -= kFrameHeaderBytes;
+      }
+      for (const Piece& piece : segment.pieces) {
+        if (count == 8) break;
+        if (skip >= piece.length) {
+          skip -= piece.length;
+          continue;
+        }
+        parts[count++] = {piece.address + skip, piece.length - skip};
+        skip = 0;
+      }
+      msghdr message{};
+      message.msg_iov = parts;
+      message.msg_iovlen = static_cast<std::size_t>(count);
+      const ssize_t written = ::sendmsg(stream.socket.get(), &message, MSG_NOSIGNAL);
+      if (written < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
+        return lose(peer, std::string("sending failed: ") + std::strerror(errno));
+      }
+      segment.written += static_cast<std::uint64_t>(written);
+      if (segment.written < segment.total) return {};
+      outgoing_[peer].pop_front();
+    }
+    return {};
+  }
+
+  // A frame of a later round or op stays unread until this rank gets there.
+  bool deferred(const PeerStream& stream) const {
+    if (!stream.header) return false;
+    const FrameHeader& header = *stream.header;
+    return header.op_id > options_.op_id ||
+           (header.op_id == options_.op_id && header.kind == FrameKind::data &&
+            header.round > round_);
+  }
+
+  // Receives into `bytes` what the socket has; false once it would block.
+  Status receive_some(int peer, std::byte* bytes, std::uint64_t wanted, std::uint64_t& got) {
+    got = 0;
+    const ssize_t count = ::recv(mesh_.peer(peer).socket.get(), bytes, wanted, 0);
+    if (count > 0) {
+      got = static_cast<std::uint64_t>(count);
+      return {};
+    }
+    if (count == 0) return lose(peer, "connection closed");
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
+    return lose(peer, std::string("receiving failed: ") + std::strerror(errno));
+  }
+
+  // Consumes frames from `peer` as far as the socket and this rank's progress allow.
+  Status read_from(int peer, bool socket_ready) {
+    PeerStream& stream = mesh_.peer(peer);
+    if (stream.lost()) return {};
+    while (true) {
+      if (!stream.header) {
+        if (!socket_ready) return {};
+        std::uint64_t got = 0;
+        if (Status status = receive_some(peer, stream.header_bytes.data() + stream.header_have,
+                                         kFrameHeaderBytes - stream.header_have, got);
+            !status.ok()) {
+          return status;
+        }
+        if (got == 0) return {};
+        stream.header_have += got;
+        if (stream.header_have < kFrameHeaderBytes) continue;
+        FrameHeader header;
+        if (Status status = decode(stream.header_bytes, header); !status.ok()) {
+          return protocol_violation(peer, status.message());
+        }
+        if (header.generation != mesh_.generation()) {
+          return protocol_violation(peer, "frame of generation " +
+                                              std::to_string(header.generation) + ", expected " +
+                                              std::to_string(mesh_.generation()));
+        }
+        if (header.kind == FrameKind::hello) return protocol_violation(peer, "unexpected hello");
+        // Kept even when it is wrong, so that a later op skips its payload.
+        stream.header = header;
+        stream.payload_done = 0;
+        if (header.kind == FrameKind::data && header.op_id == options_.op_id &&
+            header.descriptor != options_.descriptor) {
+          return mismatch("rank " + std::to_string(peer) + " submitted " +
+                          header.descriptor.to_string() + ", rank " + std::to_string(mesh_.rank()) +
+                          " submitted " + options_.descriptor.to_string());
+        }
+        stream.header = header;
+        stream.payload_done = 0;
+      }
+      if (deferred(stream)) return {};
+      Status status = consume_payload(peer, stream, socket_ready);
+      if (!status.ok()) return status;
+      if (stream.header) return {};  // the payload is not complete yet
+    }
+  }
+
+  Status protocol_violation(int peer, const std::string& what) {
+    mesh_.peer(peer).socket.reset();  // the stream can no longer be trusted
+    return lose(peer, "protocol error: " + what);
+  }
+
+  Status mismatch(const std::string& what) const {
+    return Status(ErrorCode::mismatch, what + " (op " + std::to_string(options_.op_id) +
+                                           ", round " + std::to_string(round_) + ")");
+  }
+
+  // Reads or skips the payload of the stream's current header; on completion the header is gone.
+  Status consume_payload(int peer, PeerStream& stream, bool socket_ready) {
+    const FrameHeader& header = *stream.header;
+    std::vector<Piece> targets;
+    InSegment* expected = nullptr;
+    const bool stale = header.op_id < options_.op_id;
+    if (stale) {
+      trash_.resize(std::max<std::size_t>(trash_.size(), 64 << 10));
+    } else if (header.kind == FrameKind::abort) {
+      abort_text_.resize(header.length);
+    } else {
+      if (header.round < round_ || incoming_[peer].empty()) {
+        return mismatch("rank " + std::to_string(peer) + " sent data in round " +
+                        std::to_string(header.round) + " that this rank does not expect");
+      }
+      expected = &incoming_[peer].front();
+      if (header.segment != expected->index || header.offset != expected->offset ||
+          header.length != expected->length) {
+        return mismatch("rank " + std::to_string(peer) + " sent " + std::to_string(header.length) +
+                        " bytes at offset " + std::to_string(header.offset) +
+                        ", this rank expects " + std::to_string(expected->length) + " at offset " +
+                        std::to_string(expected->offset));
+      }
+      if (expected->action == RecvAction::copy) {
+        targets = expected->pieces;
+      } else {
+        stream.scratch.resize(std::max<std::size_t>(stream.scratch.size(), segment_bytes_));
+      }
+    }
+    while (stream.payload_done < header.length) {
+      if (!socket_ready) return {};
+      std::byte* destination = nullptr;
+      std::uint64_t room = 0;
+      if (stale) {
+        destination = trash_.data();
+        room = std::min<std::uint64_t>(trash_.size(), header.length - stream.payload_done);
+      } else if (header.kind == FrameKind::abort) {
+        destination = abort_text_.data() + stream.payload_done;
+        room = header.length - stream.payload_done;
+      } else if (expected->action != RecvAction::copy) {
+        destination = stream.scratch.data() + stream.payload_done;
+        room = header.length - stream.payload_done;
+      } else {
+        std::uint64_t position = stream.payload_done;
+        for (const Piece& piece : targets) {
+          if (position < piece.length) {
+            destination = piece.address + position;
+            room = piece.length - position;
+            break;
+          }
+          position -= piece.length;
+        }
+      }
+      std::uint64_t got = 0;
+      if (Status status = receive_some(peer, destination, room, got); !status.ok()) return status;
+      if (got == 0) return {};
+      stream.payload_done += got;
+    }
+    const FrameHeader done = header;
+    stream.drop_header();
+    if (stale) return {};
+    if (done.kind == FrameKind::abort) {
+      return Status(
+          static_cast<ErrorCode>(done.segment),
+          std::string(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size()));
+    }
+    if (expected->action != RecvAction::copy) {
+      const std::byte* received = stream.scratch.data();
+      const std::size_t element = schedule_.shape.element_size;
+      for (const Piece& piece : expected->pieces) {
+        const bool local_first = expected->action == RecvAction::reduce_local_first;
+        reduce(options_.descriptor.dtype, options_.descriptor.op, piece.address,
+               local_first ? piece.address : received, local_first ? received : piece.address,
+               piece.length / element);
+        received += piece.length;
+      }
+    }
+    incoming_[peer].pop_front();
+    return {};
+  }
+
+  // Leaves every stream at a frame boundary and tells every peer why this rank stopped.
+  Status fail(Status reason) {
+    const net::Deadline flush_deadline = net::Deadline::after(std::chrono::seconds(1));
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      PeerStream& stream = mesh_.peer(peer);
+      if (peer == mesh_.rank() || stream.lost()) continue;
+      while (!outgoing_[peer].empty() && outgoing_[peer].front().written > 0 &&
+             !flush_deadline.expired()) {
+        const auto written_before = outgoing_[peer].front().written;
+        if (!write_to(peer).ok()) break;
+        if (!outgoing_[peer].empty() && outgoing_[peer].front().written == written_before) {
+          net::wait_writable(stream.socket.get(), flush_deadline);
+        }
+      }
+      if (!outgoing_[peer].empty() && outgoing_[peer].front().written > 0) {
+        stream.lost_reason = "a frame could not be completed after a failure";
+        stream.socket.reset();
+        continue;
+      }
+      FrameHeader header = header_for(0, 0, reason.message().size());
+      header.kind = FrameKind::abort;
+      header.segment = static_cast<std::uint32_t>(reason.code());
+      const EncodedHeader bytes = encode(header);
+      if (!net::write_all(stream.socket.get(), bytes, flush_deadline).ok() ||
+          !net::write_all(
+               stream.socket.get(),
+               std::as_bytes(std::span(reason.message().data(), reason.message().size())),
+               flush_deadline)
+               .ok()) {
+        stream.lost_reason = "could not deliver the abort of a failed op";
+        stream.socket.reset();
+      }
+    }
+    return reason;
+  }
+
+  const Schedule& schedule_;
+  OpBuffers buffers_;
+  PeerMesh& mesh_;
+  const ExecuteOptions& options_;
+  const std::size_t segment_bytes_;
+  std::size_t round_ = 0;
+  std::vector<std::byte> scratch_;
+  std::vector<std::vector<std::byte>> snapshots_;
+  std::vector<std::deque<OutSegment>> outgoing_;
+  std::vector<std::deque<InSegment>> incoming_;
+  std::vector<std::byte> trash_;
+  std::vector<std::byte> abort_text_;
+};
+
+}  // namespace
+
+Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
+               const ExecuteOptions& options) {
+  return OpRun(schedule, buffers, mesh, options).run();
+}
+
+}  // namespace gradsync::engine

@@ -1,0 +1,40 @@
+// Runs one rank's Schedule over its PeerMesh (DESIGN.md §4). Every transfer is cut into segments;
+// within a round all sends and receives progress together in one poll loop, payloads land straight
+// in their destination (or in one scratch segment per peer, to be reduced), and every frame's
+// header is checked against what this rank expects before any byte of it is used.
+//
+// On failure (a mismatched peer, a lost peer, a bad frame, the deadline, an abort from the
+// coordinator) this rank finishes any half-written frame, tells every peer why with an abort
+// frame, and returns the error; peers still in the op fail with the same reason.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collective/schedule.h"
+#include "collective/status.h"
+#include "engine/abort_signal.h"
+#include "engine/frame.h"
+#include "engine/peer_mesh.h"
+#include "net/deadline.h"
+
+namespace gradsync::engine {
+
+struct OpBuffers {
+  std::byte* data = nullptr;
+  std::byte* output = nullptr;  // all-to-all only
+};
+
+struct ExecuteOptions {
+  OpDescriptor descriptor;
+  std::uint64_t op_id = 0;
+  std::size_t segment_bytes = 1 << 20;
+  net::Deadline deadline = net::Deadline::after(std::chrono::seconds(60));
+  const AbortSignal* abort = nullptr;  // watched while the op runs, if given
+};
+
+Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
+               const ExecuteOptions& options);
+
+}  // namespace gradsync::engine

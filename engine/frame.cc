@@ -1,0 +1,105 @@
+#include "engine/frame.h"
+
+#include <iterator>
+
+namespace gradsync::engine {
+
+namespace {
+
+template <typename T>
+void put(EncodedHeader& bytes, std::size_t offset, T value) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    bytes[offset + i] =
+        static_cast<std::byte>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xff);
+  }
+}
+
+template <typename T>
+T get(const EncodedHeader& bytes, std::size_t offset) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    value |= std::to_integer<std::uint64_t>(bytes[offset + i]) << (8 * i);
+  }
+  return static_cast<T>(value);
+}
+
+template <typename Enum, std::size_t N>
+bool is_one_of(std::uint8_t raw, const Enum (&values)[N]) {
+  for (Enum value : values) {
+    if (static_cast<std::uint8_t>(value) == raw) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string OpDescriptor::to_string() const {
+  std::string text = std::string(name(collective)) + " of " + std::to_string(count) + " " +
+                     std::string(name(dtype)) + " (";
+  if (collective == Collective::allreduce || collective == Collective::reduce_scatter) {
+    text += std::string(name(op)) + ", ";
+  }
+  if (collective == Collective::broadcast) text += "root " + std::to_string(root) + ", ";
+  return text + std::string(name(algorithm)) + ")";
+}
+
+EncodedHeader encode(const FrameHeader& header) {
+  EncodedHeader bytes{};
+  put<std::uint32_t>(bytes, 0, kFrameMagic);
+  put<std::uint16_t>(bytes, 4, kFrameVersion);
+  put<std::uint8_t>(bytes, 6, static_cast<std::uint8_t>(header.kind));
+  put<std::uint64_t>(bytes, 8, header.generation);
+  put<std::uint64_t>(bytes, 16, header.op_id);
+  put<std::uint32_t>(bytes, 24, header.round);
+  put<std::uint32_t>(bytes, 28, header.segment);
+  put<std::uint64_t>(bytes, 32, header.offset);
+  put<std::uint64_t>(bytes, 40, header.length);
+  put<std::uint8_t>(bytes, 48, static_cast<std::uint8_t>(header.descriptor.collective));
+  put<std::uint8_t>(bytes, 49, static_cast<std::uint8_t>(header.descriptor.dtype));
+  put<std::uint8_t>(bytes, 50, static_cast<std::uint8_t>(header.descriptor.op));
+  put<std::uint8_t>(bytes, 51, static_cast<std::uint8_t>(header.descriptor.algorithm));
+  put<std::uint32_t>(bytes, 52, header.descriptor.root);
+  put<std::uint64_t>(bytes, 56, header.descriptor.count);
+  return bytes;
+}
+
+Status decode(const EncodedHeader& bytes, FrameHeader& header) {
+  const auto bad = [](const std::string& why) {
+    return Status(ErrorCode::protocol_error, "bad frame header: " + why);
+  };
+  if (get<std::uint32_t>(bytes, 0) != kFrameMagic) return bad("wrong magic");
+  if (const auto version = get<std::uint16_t>(bytes, 4); version != kFrameVersion) {
+    return bad("version " + std::to_string(version) + ", this daemon speaks " +
+               std::to_string(kFrameVersion));
+  }
+  const auto kind = get<std::uint8_t>(bytes, 6);
+  if (kind < 1 || kind > 3) return bad("unknown kind " + std::to_string(kind));
+  const auto collective = get<std::uint8_t>(bytes, 48);
+  const auto dtype = get<std::uint8_t>(bytes, 49);
+  const auto op = get<std::uint8_t>(bytes, 50);
+  const auto algorithm = get<std::uint8_t>(bytes, 51);
+  if (!is_one_of(collective, kAllCollectives) || !is_one_of(dtype, kAllDataTypes) ||
+      !is_one_of(op, kAllReduceOps) || !is_one_of(algorithm, kAllAlgorithms)) {
+    return bad("unknown collective, dtype, op or algorithm");
+  }
+  header.kind = static_cast<FrameKind>(kind);
+  header.generation = get<std::uint64_t>(bytes, 8);
+  header.op_id = get<std::uint64_t>(bytes, 16);
+  header.round = get<std::uint32_t>(bytes, 24);
+  header.segment = get<std::uint32_t>(bytes, 28);
+  header.offset = get<std::uint64_t>(bytes, 32);
+  header.length = get<std::uint64_t>(bytes, 40);
+  header.descriptor = {static_cast<Collective>(collective), static_cast<DataType>(dtype),
+                       static_cast<ReduceOp>(op),           static_cast<Algorithm>(algorithm),
+                       get<std::uint32_t>(bytes, 52),       get<std::uint64_t>(bytes, 56)};
+  const std::uint64_t limit = header.kind == FrameKind::abort
+                                  ? kMaxAbortReasonBytes
+                                  : (header.kind == FrameKind::hello ? 0 : kMaxSegmentBytes);
+  if (header.length > limit) {
+    return bad("payload of " + std::to_string(header.length) + " bytes exceeds the limit of " +
+               std::to_string(limit));
+  }
+  return {};
+}
+
+}  // namespace gradsync::engine

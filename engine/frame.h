@@ -1,0 +1,71 @@
+// The data-plane frame (DESIGN.md §4): a fixed 64-byte little-endian header, then raw payload
+// bytes. The header names the op and carries its descriptor, so that ranks that disagree about an
+// op fail at once with an error naming both sides instead of hanging or mixing data.
+//
+//   offset  size  field
+//        0     4  magic "GSD1"
+//        4     2  version (1)
+//        6     1  kind: 1 data, 2 abort (payload: the reason, text), 3 hello
+//        7     1  reserved, 0
+//        8     8  generation of the group
+//       16     8  op id (hello: the sender's rank)
+//       24     4  round
+//       28     4  segment index within its message
+//       32     8  byte offset of the payload within its message
+//       40     8  payload length
+//       48     1  collective      49  1  dtype      50  1  reduce op      51  1  algorithm
+//       52     4  root
+//       56     8  element count (hello: the world size)
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collective/status.h"
+#include "collective/types.h"
+
+namespace gradsync::engine {
+
+inline constexpr std::size_t kFrameHeaderBytes = 64;
+inline constexpr std::uint32_t kFrameMagic = 0x31445347;  // "GSD1" little-endian
+inline constexpr std::uint16_t kFrameVersion = 1;
+// No segment may be longer: a header claiming more is rejected before anything is read.
+inline constexpr std::uint64_t kMaxSegmentBytes = 64ull << 20;
+inline constexpr std::uint64_t kMaxAbortReasonBytes = 4096;
+
+enum class FrameKind : std::uint8_t { data = 1, abort = 2, hello = 3 };
+
+// What every rank must agree on about an op before exchanging its bytes.
+struct OpDescriptor {
+  Collective collective = Collective::allreduce;
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  Algorithm algorithm = Algorithm::ring;
+  std::uint32_t root = 0;
+  std::uint64_t count = 0;
+
+  friend bool operator==(const OpDescriptor&, const OpDescriptor&) = default;
+  // "allreduce of 1000 f32 (sum, ring)"
+  std::string to_string() const;
+};
+
+struct FrameHeader {
+  FrameKind kind = FrameKind::data;
+  std::uint64_t generation = 0;
+  std::uint64_t op_id = 0;
+  std::uint32_t round = 0;
+  std::uint32_t segment = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  OpDescriptor descriptor;
+};
+
+using EncodedHeader = std::array<std::byte, kFrameHeaderBytes>;
+
+EncodedHeader encode(const FrameHeader& header);
+// Checks magic, version, kind, every enum and the length limit; says what is wrong.
+Status decode(const EncodedHeader& bytes, FrameHeader& header);
+
+}  // namespace gradsync::engine

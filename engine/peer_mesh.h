@@ -1,0 +1,53 @@
+// The data connections of one rank to every other rank of its group, and the state of each
+// stream between ops: a frame header read ahead of its op, a payload half consumed when an op
+// failed. Ops run one at a time on a mesh; frames of older ops are skipped by their op id.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/frame.h"
+#include "net/unique_fd.h"
+
+namespace gradsync::engine {
+
+struct PeerStream {
+  net::UniqueFd socket;
+  std::string lost_reason;  // non-empty once the connection is unusable
+
+  EncodedHeader header_bytes{};
+  std::size_t header_have = 0;
+  std::optional<FrameHeader> header;  // decoded, its payload not yet fully consumed
+  std::uint64_t payload_done = 0;
+  std::vector<std::byte> scratch;  // one segment, for receive-and-reduce
+
+  bool lost() const { return !lost_reason.empty(); }
+  void drop_header() {
+    header.reset();
+    header_have = 0;
+    payload_done = 0;
+  }
+};
+
+class PeerMesh {
+ public:
+  // `sockets[r]` is the connection to rank r (invalid for this rank itself).
+  PeerMesh(int rank, int world_size, std::uint64_t generation, std::vector<net::UniqueFd> sockets);
+
+  int rank() const { return rank_; }
+  int world_size() const { return static_cast<int>(peers_.size()); }
+  std::uint64_t generation() const { return generation_; }
+  PeerStream& peer(int rank) { return peers_[rank]; }
+  // The op id the next op gets: every rank counts its ops in the same order.
+  std::uint64_t next_op_id() { return next_op_id_++; }
+
+ private:
+  int rank_;
+  std::uint64_t generation_;
+  std::uint64_t next_op_id_ = 1;
+  std::vector<PeerStream> peers_;
+};
+
+}  // namespace gradsync::engine

@@ -1,0 +1,207 @@
+// The engine runs real schedules over in-process socket pairs (no TCP): every rank is a thread.
+#include "engine/executor.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "collective/algorithms.h"
+#include "support/tensor_values.h"
+
+namespace gradsync::engine {
+namespace {
+
+using gradsync::testing::Bytes;
+
+// One PeerMesh per rank, every pair joined by a socketpair.
+std::vector<PeerMesh> connected_meshes(int p) {
+  std::vector<std::vector<net::UniqueFd>> sockets(p);
+  for (auto& row : sockets) row.resize(p);
+  for (int a = 0; a < p; ++a) {
+    for (int b = a + 1; b < p; ++b) {
+      int pair[2];
+      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair), 0);
+      sockets[a][b].reset(pair[0]);
+      sockets[b][a].reset(pair[1]);
+    }
+  }
+  std::vector<PeerMesh> meshes;
+  for (int r = 0; r < p; ++r) meshes.emplace_back(r, p, 1, std::move(sockets[r]));
+  return meshes;
+}
+
+// Runs `body(rank)` on one thread per rank.
+void on_every_rank(int p, const std::function<void(int)>& body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) threads.emplace_back(body, r);
+  for (auto& thread : threads) thread.join();
+}
+
+ExecuteOptions options_for(const OpShape& shape, Algorithm algorithm, DataType type, ReduceOp op,
+                           std::uint64_t op_id, std::size_t segment_bytes) {
+  ExecuteOptions options;
+  options.descriptor = {
+      shape.collective, type, op, algorithm, static_cast<std::uint32_t>(shape.root), shape.count};
+  options.op_id = op_id;
+  options.segment_bytes = segment_bytes;
+  options.deadline = net::Deadline::after(std::chrono::seconds(20));
+  return options;
+}
+
+class ExecutorAllreduce : public ::testing::TestWithParam<std::tuple<Algorithm, int>> {};
+
+TEST_P(ExecutorAllreduce, MatchesTheClosedFormOverSocketPairs) {
+  const auto [algorithm, p] = GetParam();
+  auto meshes = connected_meshes(p);
+  // Several ops back to back on the same mesh, multi-segment (a 64-byte segment).
+  const std::set<std::uint64_t> counts = {0, 1, static_cast<std::uint64_t>(p) - 1, 1000, 4099};
+  std::vector<std::tuple<std::uint64_t, DataType, ReduceOp>> ops;
+  for (std::uint64_t n : counts) {
+    for (DataType type : {DataType::f32, DataType::bf16, DataType::i64}) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg})
+        ops.emplace_back(n, type, op);
+    }
+  }
+  std::vector<std::vector<Status>> statuses(p, std::vector<Status>(ops.size()));
+  std::vector<std::vector<Bytes>> results(p, std::vector<Bytes>(ops.size()));
+  on_every_rank(p, [&](int r) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const auto [n, type, op] = ops[i];
+      const OpShape shape{Collective::allreduce, p, n, element_size(type)};
+      Bytes data = gradsync::testing::contribution(type, op, r, n);
+      statuses[r][i] = execute(build_schedule(shape, algorithm, r), {data.data(), nullptr},
+                               meshes[r], options_for(shape, algorithm, type, op, i + 1, 64));
+      results[r][i] = std::move(data);
+    }
+  });
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto [n, type, op] = ops[i];
+    const Bytes expected = gradsync::testing::expected_reduction(type, op, p, n);
+    for (int r = 0; r < p; ++r) {
+      ASSERT_TRUE(statuses[r][i].ok()) << statuses[r][i].to_string();
+      ASSERT_EQ(results[r][i], expected)
+          << "rank " << r << " n=" << n << " " << name(type) << " " << name(op);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgorithms, ExecutorAllreduce,
+    ::testing::Combine(::testing::ValuesIn(algorithms_for(Collective::allreduce).begin(),
+                                           algorithms_for(Collective::allreduce).end()),
+                       ::testing::Values(1, 2, 3, 4, 5, 7, 8)),
+    [](const auto& param_info) {
+      return std::string(name(std::get<0>(param_info.param))) + "_p" +
+             std::to_string(std::get<1>(param_info.param));
+    });
+
+TEST(Executor, BruckAlltoallMovesEveryBlock) {
+  const int p = 5;
+  auto meshes = connected_meshes(p);
+  const OpShape shape{Collective::alltoall, p, 7, 4};
+  std::vector<Bytes> outputs(p);
+  std::vector<Status> statuses(p);
+  on_every_rank(p, [&](int r) {
+    Bytes data;
+    for (int j = 0; j < p; ++j) {
+      const Bytes block = gradsync::testing::pattern(r, j, 28);
+      data.insert(data.end(), block.begin(), block.end());
+    }
+    outputs[r].resize(data.size());
+    statuses[r] = execute(build_schedule(shape, Algorithm::bruck, r),
+                          {data.data(), outputs[r].data()}, meshes[r],
+                          options_for(shape, Algorithm::bruck, DataType::f32, ReduceOp::sum, 1, 8));
+  });
+  for (int r = 0; r < p; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].to_string();
+    for (int i = 0; i < p; ++i) {
+      EXPECT_EQ(Bytes(outputs[r].begin() + i * 28, outputs[r].begin() + (i + 1) * 28),
+                gradsync::testing::pattern(i, r, 28));
+    }
+  }
+}
+
+TEST(Executor, AMismatchedCountFailsEveryRankNamingBothSides) {
+  const int p = 4;
+  auto meshes = connected_meshes(p);
+  std::vector<Status> statuses(p);
+  on_every_rank(p, [&](int r) {
+    const std::uint64_t n = r == 2 ? 999 : 1000;  // rank 2 disagrees
+    const OpShape shape{Collective::allreduce, p, n, 4};
+    Bytes data(n * 4);
+    statuses[r] =
+        execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr}, meshes[r],
+                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
+  });
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(statuses[r].code(), ErrorCode::mismatch)
+        << "rank " << r << ": " << statuses[r].to_string();
+    EXPECT_NE(statuses[r].message().find("allreduce of 999 f32"), std::string::npos)
+        << statuses[r].message();
+    EXPECT_NE(statuses[r].message().find("allreduce of 1000 f32"), std::string::npos)
+        << statuses[r].message();
+  }
+  // The mesh survives: the next op, submitted alike everywhere, succeeds.
+  on_every_rank(p, [&](int r) {
+    const OpShape shape{Collective::allreduce, p, 10, 4};
+    Bytes data = gradsync::testing::contribution(DataType::f32, ReduceOp::sum, r, 10);
+    statuses[r] =
+        execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr}, meshes[r],
+                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 2, 256));
+    EXPECT_EQ(data, gradsync::testing::expected_reduction(DataType::f32, ReduceOp::sum, p, 10));
+  });
+  for (int r = 0; r < p; ++r) EXPECT_TRUE(statuses[r].ok()) << statuses[r].to_string();
+}
+
+TEST(Executor, ALostPeerFailsTheOpNamingIt) {
+  const int p = 3;
+  auto meshes = connected_meshes(p);
+  meshes[2] = PeerMesh(2, p, 1, std::vector<net::UniqueFd>(p));  // rank 2 dies: its sockets close
+  std::vector<Status> statuses(2);
+  on_every_rank(2, [&](int r) {
+    const OpShape shape{Collective::allreduce, p, 1000, 4};
+    Bytes data(4000);
+    statuses[r] =
+        execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr}, meshes[r],
+                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r].code(), ErrorCode::peer_lost) << statuses[r].to_string();
+    EXPECT_NE(statuses[r].message().find("rank 2"), std::string::npos) << statuses[r].message();
+  }
+}
+
+TEST(Executor, ASilentPeerHitsTheDeadline) {
+  auto meshes = connected_meshes(2);
+  const OpShape shape{Collective::allreduce, 2, 10, 4};
+  Bytes data(40);
+  ExecuteOptions options =
+      options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256);
+  options.deadline = net::Deadline::after(std::chrono::milliseconds(200));
+  const auto start = net::Clock::now();
+  const Status status = execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr},
+                                meshes[0], options);  // rank 1 never runs
+  EXPECT_EQ(status.code(), ErrorCode::deadline_exceeded) << status.to_string();
+  EXPECT_NE(status.message().find("waiting for rank 1"), std::string::npos) << status.message();
+  EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(Executor, AnAbortSignalStopsTheOp) {
+  auto meshes = connected_meshes(2);
+  AbortSignal abort;
+  abort.raise(Status(ErrorCode::peer_lost, "rank 1 was lost (reported by the coordinator)"));
+  const OpShape shape{Collective::allreduce, 2, 10, 4};
+  Bytes data(40);
+  ExecuteOptions options =
+      options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256);
+  options.abort = &abort;
+  const Status status = execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr},
+                                meshes[0], options);
+  EXPECT_EQ(status.message(), "rank 1 was lost (reported by the coordinator)");
+}
+
+}  // namespace
+}  // namespace gradsync::engine
