@@ -43,6 +43,27 @@ bool overlap(const Span& a, const Span& b) {
          b.offset < a.end();
 }
 
+// Tells one peer why this rank gave up on an op; a peer that cannot be told is dropped, since its
+// stream would be left mid-frame.
+void send_abort(PeerStream& stream, const ExecuteOptions& options, std::uint64_t generation,
+                std::uint32_t round, const Status& reason, net::Deadline deadline) {
+  FrameHeader header;
+  header.kind = FrameKind::abort;
+  header.generation = generation;
+  header.op_id = options.op_id;
+  header.round = round;
+  header.segment = static_cast<std::uint32_t>(reason.code());
+  header.length = std::min<std::uint64_t>(reason.message().size(), kMaxAbortReasonBytes);
+  header.descriptor = options.descriptor;
+  const EncodedHeader bytes = encode(header);
+  const auto text = std::as_bytes(std::span(reason.message().data(), header.length));
+  if (!net::write_all(stream.socket.get(), bytes, deadline).ok() ||
+      !net::write_all(stream.socket.get(), text, deadline).ok()) {
+    stream.lost_reason = "could not deliver the abort of a failed op";
+    stream.socket.reset();
+  }
+}
+
 class OpRun {
  public:
   OpRun(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
@@ -457,19 +478,8 @@ class OpRun {
         stream.socket.reset();
         continue;
       }
-      FrameHeader header = header_for(0, 0, reason.message().size());
-      header.kind = FrameKind::abort;
-      header.segment = static_cast<std::uint32_t>(reason.code());
-      const EncodedHeader bytes = encode(header);
-      if (!net::write_all(stream.socket.get(), bytes, flush_deadline).ok() ||
-          !net::write_all(
-               stream.socket.get(),
-               std::as_bytes(std::span(reason.message().data(), reason.message().size())),
-               flush_deadline)
-               .ok()) {
-        stream.lost_reason = "could not deliver the abort of a failed op";
-        stream.socket.reset();
-      }
+      send_abort(stream, options_, mesh_.generation(), static_cast<std::uint32_t>(round_), reason,
+                 flush_deadline);
     }
     return reason;
   }
@@ -493,6 +503,15 @@ class OpRun {
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
                const ExecuteOptions& options) {
   return OpRun(schedule, buffers, mesh, options).run();
+}
+
+void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason) {
+  const auto deadline = net::Deadline::after(std::chrono::seconds(1));
+  for (int peer = 0; peer < mesh.world_size(); ++peer) {
+    PeerStream& stream = mesh.peer(peer);
+    if (peer == mesh.rank() || stream.lost()) continue;
+    send_abort(stream, options, mesh.generation(), 0, reason, deadline);
+  }
 }
 
 }  // namespace gradsync::engine

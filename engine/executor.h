@@ -37,4 +37,8 @@ struct ExecuteOptions {
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
                const ExecuteOptions& options);
 
+// For an op this rank cannot even start (its client's request is invalid): tells every peer why,
+// so that they fail the op at once instead of at their deadline.
+void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason);
+
 }  // namespace gradsync::engine
