@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build
   protobuf-compiler libprotobuf-dev
-  libcli11-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev libspdlog-dev
   libgtest-dev libbenchmark-dev
 )
 

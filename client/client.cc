@@ -1,0 +1,315 @@
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "client/gradsync_client.h"
+#include "collective/partition.h"
+#include "collective/schedule.h"
+#include "net/message_stream.h"
+#include "net/shared_memory.h"
+#include "net/socket.h"
+#include "proto/convert.h"
+
+namespace gradsync {
+
+namespace {
+
+// A daemon gives up on an op at its timeout; the client waits this much longer for the verdict.
+constexpr auto kResultGrace = std::chrono::seconds(10);
+constexpr std::uint64_t kMinRegionBytes = 64 << 10;
+
+void throw_if_failed(const Status& status) {
+  if (!status.ok()) throw ClientError(status);
+}
+
+std::uint64_t rounded_region_size(std::uint64_t bytes) {
+  std::uint64_t size = kMinRegionBytes;
+  while (size < bytes) size *= 2;
+  return size;
+}
+
+}  // namespace
+
+struct PooledRegion {
+  std::uint64_t id = 0;
+  net::SharedRegion memory;
+  bool busy = false;
+};
+
+struct OpState {
+  std::uint64_t request_id = 0;
+  PooledRegion* region = nullptr;  // null for ops without bytes
+  void* output = nullptr;
+  std::uint64_t output_offset = 0;
+  std::uint64_t output_bytes = 0;
+  net::Deadline deadline = net::Deadline::after(std::chrono::seconds(0));
+  ClientConnection* connection = nullptr;
+  bool done = false;
+  Status status;
+  Algorithm algorithm = Algorithm::ring;
+  double elapsed_us = 0;
+};
+
+// What one submission moves: the op's shape, and where the caller's bytes go in and come out.
+struct Submission {
+  OpShape shape;
+  DataType type = DataType::f32;
+  const void* input = nullptr;
+  std::uint64_t input_offset = 0;  // in the region
+  std::uint64_t input_bytes = 0;
+  void* output = nullptr;
+  std::uint64_t output_offset = 0;
+  std::uint64_t output_bytes = 0;
+};
+
+class ClientConnection {
+ public:
+  explicit ClientConnection(net::UniqueFd socket) : socket_(std::move(socket)) {}
+
+  void hello(net::Deadline deadline) {
+    proto::ClientToDaemon request;
+    request.mutable_hello();
+    throw_if_failed(net::send_message(socket_.get(), request, deadline));
+    proto::DaemonToClient reply;
+    throw_if_failed(net::receive_message(socket_.get(), reply, deadline));
+    if (!reply.has_hello()) {
+      throw ClientError(Status(ErrorCode::protocol_error, "the daemon did not answer the hello"));
+    }
+    rank_ = reply.hello().rank();
+    world_size_ = reply.hello().world_size();
+  }
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+
+  std::shared_ptr<OpState> submit(const Submission& submission, const OpOptions& options) {
+    std::lock_guard lock(mutex_);
+    const std::uint64_t bytes = data_bytes(submission.shape) + output_bytes(submission.shape);
+    auto state = std::make_shared<OpState>();
+    state->request_id = next_request_id_++;
+    state->connection = this;
+    state->output = submission.output;
+    state->output_offset = submission.output_offset;
+    state->output_bytes = submission.output_bytes;
+    state->deadline = net::Deadline::after(options.timeout + kResultGrace);
+    if (bytes > 0) {
+      state->region = &acquire_region(bytes);
+      if (submission.input_bytes > 0) {
+        std::memcpy(state->region->memory.data() + submission.input_offset, submission.input,
+                    submission.input_bytes);
+      }
+    }
+    proto::ClientToDaemon request;
+    proto::SubmitOp& op = *request.mutable_submit();
+    op.set_request_id(state->request_id);
+    op.set_region_id(state->region != nullptr ? state->region->id : 0);
+    op.set_collective(to_proto(submission.shape.collective));
+    op.set_dtype(to_proto(submission.type));
+    op.set_op(to_proto(options.op));
+    op.set_algorithm(options.algorithm ? to_proto(*options.algorithm) : proto::ALGORITHM_AUTO);
+    op.set_count(submission.shape.count);
+    op.set_root(submission.shape.root);
+    op.set_timeout_ms(static_cast<std::uint32_t>(options.timeout.count()));
+    op.set_name(options.name);
+    const Status sent =
+        net::send_message(socket_.get(), request, net::Deadline::after(options.timeout));
+    if (!sent.ok()) {
+      release(*state);
+      throw ClientError(sent);
+    }
+    in_flight_[state->request_id] = state;
+    return state;
+  }
+
+  // Reads results in the order the daemon sends them until `state` has its own.
+  void wait(OpState& state) {
+    std::lock_guard lock(mutex_);
+    while (!state.done) {
+      proto::DaemonToClient message;
+      const Status status = net::receive_message(socket_.get(), message, state.deadline);
+      if (!status.ok()) {
+        fail_everything(status.code() == ErrorCode::deadline_exceeded
+                            ? Status(ErrorCode::deadline_exceeded,
+                                     "no result from the daemon before the op's timeout")
+                            : Status(ErrorCode::peer_lost, "lost the daemon: " + status.message()));
+        break;
+      }
+      if (!message.has_result()) continue;
+      const auto found = in_flight_.find(message.result().request_id());
+      if (found == in_flight_.end()) continue;
+      complete(*found->second, message.result());
+      in_flight_.erase(found);
+    }
+    throw_if_failed(state.status);
+  }
+
+ private:
+  PooledRegion& acquire_region(std::uint64_t bytes) {
+    for (auto& region : regions_) {
+      if (!region->busy && region->memory.size() >= bytes) {
+        region->busy = true;
+        return *region;
+      }
+    }
+    auto region = std::make_unique<PooledRegion>();
+    region->id = next_region_id_++;
+    throw_if_failed(net::SharedRegion::create(rounded_region_size(bytes), region->memory));
+    proto::ClientToDaemon attach;
+    attach.mutable_attach()->set_region_id(region->id);
+    attach.mutable_attach()->set_bytes(region->memory.size());
+    throw_if_failed(net::send_message(socket_.get(), attach,
+                                      net::Deadline::after(std::chrono::seconds(10)),
+                                      region->memory.fd()));
+    region->busy = true;
+    regions_.push_back(std::move(region));
+    return *regions_.back();
+  }
+
+  void release(OpState& state) {
+    if (state.region != nullptr) state.region->busy = false;
+    state.region = nullptr;
+  }
+
+  void complete(OpState& state, const proto::OpResult& result) {
+    state.status = from_proto(result.status());
+    state.algorithm = from_proto(result.algorithm()).value_or(Algorithm::ring);
+    state.elapsed_us = result.elapsed_us();
+    if (state.status.ok() && state.output_bytes > 0) {
+      std::memcpy(state.output, state.region->memory.data() + state.output_offset,
+                  state.output_bytes);
+    }
+    state.done = true;
+    release(state);
+  }
+
+  void fail_everything(const Status& reason) {
+    for (auto& [id, pending] : in_flight_) {
+      pending->status = reason;
+      pending->done = true;
+      release(*pending);
+    }
+    in_flight_.clear();
+  }
+
+  net::UniqueFd socket_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  std::mutex mutex_;
+  std::uint64_t next_request_id_ = 1;
+  std::uint64_t next_region_id_ = 1;
+  std::vector<std::unique_ptr<PooledRegion>> regions_;
+  std::map<std::uint64_t, std::shared_ptr<OpState>> in_flight_;
+};
+
+void Handle::wait() {
+  if (!state_) throw ClientError(Status(ErrorCode::invalid_argument, "wait() on an empty handle"));
+  state_->connection->wait(*state_);
+}
+
+Algorithm Handle::algorithm() const { return state_->algorithm; }
+double Handle::elapsed_us() const { return state_->elapsed_us; }
+
+Client Client::connect(const std::string& socket_path, std::chrono::milliseconds timeout) {
+  const auto deadline = net::Deadline::after(timeout);
+  net::UniqueFd socket;
+  throw_if_failed(net::connect_unix(socket_path, deadline, socket));
+  auto connection = std::make_unique<ClientConnection>(std::move(socket));
+  connection->hello(deadline);
+  return Client(std::move(connection));
+}
+
+Client::Client(std::unique_ptr<ClientConnection> connection) : connection_(std::move(connection)) {}
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+Client::~Client() = default;
+
+int Client::rank() const { return connection_->rank(); }
+int Client::world_size() const { return connection_->world_size(); }
+
+Handle Client::allreduce_async(void* data, std::size_t count, DataType type,
+                               const OpOptions& options) {
+  const std::uint64_t bytes = count * element_size(type);
+  Submission submission{{Collective::allreduce, world_size(), count, element_size(type)},
+                        type,
+                        data,
+                        0,
+                        bytes,
+                        data,
+                        0,
+                        bytes};
+  return Handle(connection_->submit(submission, options));
+}
+
+Handle Client::reduce_scatter_async(const void* input, std::size_t count, void* output,
+                                    DataType type, const OpOptions& options) {
+  const std::size_t size = element_size(type);
+  const Chunk mine = balanced_chunk(count, world_size(), rank());
+  Submission submission{{Collective::reduce_scatter, world_size(), count, size},
+                        type,
+                        input,
+                        0,
+                        count * size,
+                        output,
+                        mine.offset * size,
+                        mine.count * size};
+  return Handle(connection_->submit(submission, options));
+}
+
+Handle Client::allgather_async(const void* input, void* output, std::size_t count, DataType type,
+                               const OpOptions& options) {
+  const std::size_t size = element_size(type);
+  const Chunk mine = balanced_chunk(count, world_size(), rank());
+  Submission submission{{Collective::allgather, world_size(), count, size},
+                        type,
+                        input,
+                        mine.offset * size,
+                        mine.count * size,
+                        output,
+                        0,
+                        count * size};
+  return Handle(connection_->submit(submission, options));
+}
+
+Handle Client::broadcast_async(void* data, std::size_t count, DataType type,
+                               const OpOptions& options) {
+  const std::uint64_t bytes = count * element_size(type);
+  OpShape shape{Collective::broadcast, world_size(), count, element_size(type), options.root};
+  // Only the root's bytes matter; the others' are overwritten.
+  const std::uint64_t input_bytes = rank() == options.root ? bytes : 0;
+  Submission submission{shape, type, data, 0, input_bytes, data, 0, bytes};
+  return Handle(connection_->submit(submission, options));
+}
+
+Handle Client::alltoall_async(const void* input, void* output, std::size_t block_count,
+                              DataType type, const OpOptions& options) {
+  const OpShape shape{Collective::alltoall, world_size(), block_count, element_size(type)};
+  const std::uint64_t bytes = data_bytes(shape);
+  Submission submission{shape, type, input, 0, bytes, output, bytes, bytes};
+  return Handle(connection_->submit(submission, options));
+}
+
+void Client::allreduce(void* data, std::size_t count, DataType type, const OpOptions& options) {
+  allreduce_async(data, count, type, options).wait();
+}
+void Client::reduce_scatter(const void* input, std::size_t count, void* output, DataType type,
+                            const OpOptions& options) {
+  reduce_scatter_async(input, count, output, type, options).wait();
+}
+void Client::allgather(const void* input, void* output, std::size_t count, DataType type,
+                       const OpOptions& options) {
+  allgather_async(input, output, count, type, options).wait();
+}
+void Client::broadcast(void* data, std::size_t count, DataType type, const OpOptions& options) {
+  broadcast_async(data, count, type, options).wait();
+}
+void Client::alltoall(const void* input, void* output, std::size_t block_count, DataType type,
+                      const OpOptions& options) {
+  alltoall_async(input, output, block_count, type, options).wait();
+}
+void Client::barrier(const OpOptions& options) {
+  Submission submission{{Collective::barrier, world_size(), 0, 1}, DataType::u8};
+  Handle(connection_->submit(submission, options)).wait();
+}
+
+}  // namespace gradsync

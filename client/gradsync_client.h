@@ -1,0 +1,106 @@
+// The gradsync client library: a training process hands tensors to its local worker daemon and
+// gets the reduced tensors back. Tensor bytes move through shared memory; the daemon's unix socket
+// carries only small control messages.
+//
+// Ops run in the order each rank submits them, and every rank must submit the same sequence. An op
+// that another rank submits differently (count, dtype, op, collective) fails on every rank with an
+// error naming both sides.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "collective/status.h"
+#include "collective/types.h"
+
+namespace gradsync {
+
+struct OpOptions {
+  ReduceOp op = ReduceOp::sum;
+  std::optional<Algorithm> algorithm;  // empty: the group's algorithm table chooses
+  std::chrono::milliseconds timeout{60'000};
+  std::string name;  // shows in the daemon's log lines
+  int root = 0;      // broadcast only
+};
+
+class ClientError : public std::runtime_error {
+ public:
+  explicit ClientError(Status status)
+      : std::runtime_error(status.to_string()), status_(std::move(status)) {}
+  ErrorCode code() const { return status_.code(); }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+struct OpState;          // internal
+class ClientConnection;  // internal
+
+// An op in flight. wait() blocks until it is done (never past the op's timeout plus a grace
+// period), copies the result into the caller's buffer and throws ClientError if the op failed.
+class Handle {
+ public:
+  Handle() = default;
+  void wait();
+  // The algorithm the daemon ran; valid after wait().
+  Algorithm algorithm() const;
+  double elapsed_us() const;
+
+ private:
+  friend class Client;
+  explicit Handle(std::shared_ptr<OpState> state) : state_(std::move(state)) {}
+  std::shared_ptr<OpState> state_;
+};
+
+class Client {
+ public:
+  // Connects to the daemon listening on `socket_path`; throws ClientError.
+  static Client connect(const std::string& socket_path,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  ~Client();
+
+  int rank() const;
+  int world_size() const;
+
+  // In place: `data` holds `count` elements on entry and their reduction on return.
+  void allreduce(void* data, std::size_t count, DataType type, const OpOptions& options = {});
+  Handle allreduce_async(void* data, std::size_t count, DataType type,
+                         const OpOptions& options = {});
+  // `input` holds `count` elements; `output` receives this rank's chunk of the balanced partition
+  // (count / p elements, the first count % p ranks one more).
+  void reduce_scatter(const void* input, std::size_t count, void* output, DataType type,
+                      const OpOptions& options = {});
+  Handle reduce_scatter_async(const void* input, std::size_t count, void* output, DataType type,
+                              const OpOptions& options = {});
+  // `input` holds this rank's chunk of the balanced partition of `count`; `output` receives all
+  // `count` elements.
+  void allgather(const void* input, void* output, std::size_t count, DataType type,
+                 const OpOptions& options = {});
+  Handle allgather_async(const void* input, void* output, std::size_t count, DataType type,
+                         const OpOptions& options = {});
+  // `data` holds `count` elements on options.root; every rank has them on return.
+  void broadcast(void* data, std::size_t count, DataType type, const OpOptions& options = {});
+  Handle broadcast_async(void* data, std::size_t count, DataType type,
+                         const OpOptions& options = {});
+  // `input` is p blocks of `block_count` elements, block j for rank j; `output` receives p blocks,
+  // block i from rank i.
+  void alltoall(const void* input, void* output, std::size_t block_count, DataType type,
+                const OpOptions& options = {});
+  Handle alltoall_async(const void* input, void* output, std::size_t block_count, DataType type,
+                        const OpOptions& options = {});
+  void barrier(const OpOptions& options = {});
+
+ private:
+  explicit Client(std::unique_ptr<ClientConnection> connection);
+  std::unique_ptr<ClientConnection> connection_;
+};
+
+}  // namespace gradsync

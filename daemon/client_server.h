@@ -1,0 +1,65 @@
+// Serves the local clients of a worker on its unix socket: a hello, shared-memory regions handed
+// over once each, and ops, which go into one queue in the order they arrive. A client that sends
+// something malformed is told why (or, if its stream is unreadable, disconnected); the daemon and
+// the other clients carry on.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gradsync.pb.h"
+#include "net/shared_memory.h"
+#include "net/unique_fd.h"
+
+namespace gradsync::daemon {
+
+class ClientSession {
+ public:
+  explicit ClientSession(net::UniqueFd socket) : socket_(std::move(socket)) {}
+  int fd() const { return socket_.get(); }
+  // Replies are written by the session's reader and by the op loop: one at a time.
+  void reply(const proto::DaemonToClient& message);
+
+ private:
+  net::UniqueFd socket_;
+  std::mutex write_mutex_;
+};
+
+struct PendingOp {
+  std::shared_ptr<ClientSession> session;
+  proto::SubmitOp op;
+  std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
+};
+
+class OpQueue {
+ public:
+  void push(PendingOp op);
+  PendingOp pop();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<PendingOp> ops_;
+};
+
+class ClientServer {
+ public:
+  ClientServer(net::UniqueFd listener, proto::DaemonHello hello, OpQueue& queue);
+  ~ClientServer();
+
+ private:
+  void accept_loop();
+  void serve(std::shared_ptr<ClientSession> session);
+
+  net::UniqueFd listener_;
+  proto::DaemonHello hello_;
+  OpQueue& queue_;
+  std::thread thread_;
+};
+
+}  // namespace gradsync::daemon

@@ -1,0 +1,25 @@
+// The coordinator (DESIGN.md §1): admits workers, assigns ranks, publishes the peer table and the
+// algorithm table, and watches heartbeats. When a worker is lost it tells every other worker, so
+// their ops in flight fail at once rather than at their deadline. It never sees tensor bytes.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "collective/cost_model.h"
+#include "net/socket.h"
+
+namespace gradsync::daemon {
+
+struct CoordinatorConfig {
+  net::HostPort listen;
+  int world_size = 1;
+  std::string ready_file;  // if set, receives "HOST:PORT\n" once listening
+  NetworkModel network;
+  std::chrono::milliseconds heartbeat_timeout{3000};
+};
+
+// Runs until the process is stopped; returns non-zero only if it cannot start.
+int run_coordinator(const CoordinatorConfig& config);
+
+}  // namespace gradsync::daemon

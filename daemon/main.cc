@@ -1,0 +1,151 @@
+// gradsyncd: the coordinator and the worker daemon, one binary with two subcommands. Every knob
+// is declared once below with its flag, its GRADSYNC_* environment variable and its default, and
+// is logged once at start-up.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "daemon/coordinator.h"
+#include "daemon/worker.h"
+
+namespace {
+
+using gradsync::Status;
+
+// Ends the process on SIGTERM or SIGINT, removing the client socket first.
+void stop_on_signals(std::string socket_path) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals, socket_path] {
+    int received = 0;
+    sigwait(&signals, &received);
+    if (!socket_path.empty()) ::unlink(socket_path.c_str());
+    spdlog::info("stopping on signal {}", received);
+    spdlog::default_logger()->flush();
+    std::_Exit(0);
+  }).detach();
+}
+
+gradsync::net::HostPort parse_address(const std::string& flag, const std::string& text) {
+  gradsync::net::HostPort address;
+  if (Status status = gradsync::net::parse_host_port(text, address); !status.ok()) {
+    throw CLI::ValidationError(flag, status.message());
+  }
+  return address;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gradsyncd: the gradsync coordinator and worker daemon"};
+  app.require_subcommand(1);
+
+  std::string listen;
+  int world_size = 0;
+  std::string ready_file;
+  double alpha_us = 50;
+  double beta_us_per_byte = 0.0005;
+  int heartbeat_timeout_ms = 3000;
+  CLI::App* coordinator = app.add_subcommand("coordinator", "Admit workers and assign ranks");
+  coordinator->add_option("--listen", listen, "HOST:PORT to listen on (port 0: any)")
+      ->envname("GRADSYNC_LISTEN")
+      ->required();
+  coordinator->add_option("--world-size", world_size, "Number of workers in the group")
+      ->envname("GRADSYNC_WORLD_SIZE")
+      ->required()
+      ->check(CLI::Range(1, 1024));
+  coordinator->add_option("--ready-file", ready_file, "Write the bound HOST:PORT here")
+      ->envname("GRADSYNC_READY_FILE");
+  coordinator->add_option("--alpha-us", alpha_us, "Model latency per message (us)")
+      ->envname("GRADSYNC_ALPHA_US")
+      ->check(CLI::PositiveNumber);
+  coordinator->add_option("--beta-us-per-byte", beta_us_per_byte, "Model time per byte (us)")
+      ->envname("GRADSYNC_BETA_US_PER_BYTE")
+      ->check(CLI::PositiveNumber);
+  coordinator
+      ->add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms,
+                   "A worker silent this long is lost")
+      ->envname("GRADSYNC_HEARTBEAT_TIMEOUT_MS")
+      ->check(CLI::Range(100, 600'000));
+
+  std::string coordinator_address;
+  std::string advertise;
+  std::string socket_path;
+  int rank = -1;
+  std::string algorithm = "auto";
+  std::size_t segment_bytes = 1 << 20;
+  int join_timeout_ms = 60'000;
+  CLI::App* worker = app.add_subcommand("worker", "Run collectives for local clients");
+  worker->add_option("--coordinator", coordinator_address, "The coordinator's HOST:PORT")
+      ->envname("GRADSYNC_COORDINATOR")
+      ->required();
+  worker->add_option("--listen", listen, "HOST:PORT for data connections (port 0: any)")
+      ->envname("GRADSYNC_LISTEN")
+      ->required();
+  worker
+      ->add_option("--advertise", advertise,
+                   "Host other workers reach this one at (default: the local address of the "
+                   "connection to the coordinator)")
+      ->envname("GRADSYNC_ADVERTISE");
+  worker->add_option("--socket", socket_path, "Unix socket for local clients")
+      ->envname("GRADSYNC_SOCKET")
+      ->required();
+  worker->add_option("--rank", rank, "Ask for this rank (-1: any)")
+      ->envname("GRADSYNC_RANK")
+      ->check(CLI::Range(-1, 1023));
+  worker->add_option("--algorithm", algorithm, "Force an algorithm for ops that ask for auto")
+      ->envname("GRADSYNC_ALGORITHM")
+      ->check(CLI::IsMember({"auto", "tree", "hypercube", "ring", "halving_doubling", "direct",
+                             "bruck", "dissemination"}));
+  worker->add_option("--segment-bytes", segment_bytes, "Pipelining segment size")
+      ->envname("GRADSYNC_SEGMENT_BYTES")
+      ->check(CLI::Range(std::size_t{4096}, std::size_t{64} << 20));
+  worker->add_option("--join-timeout-ms", join_timeout_ms, "Give up if the group has not formed")
+      ->envname("GRADSYNC_JOIN_TIMEOUT_MS")
+      ->check(CLI::Range(100, 3'600'000));
+
+  try {
+    app.parse(argc, argv);
+    if (coordinator->parsed()) {
+      gradsync::daemon::CoordinatorConfig config{parse_address("--listen", listen),
+                                                 world_size,
+                                                 ready_file,
+                                                 {alpha_us, beta_us_per_byte},
+                                                 std::chrono::milliseconds(heartbeat_timeout_ms)};
+      spdlog::set_pattern("[%H:%M:%S.%e] [coordinator] [%l] %v");
+      spdlog::info(
+          "listen={} world_size={} ready_file={} alpha_us={} beta_us_per_byte={} "
+          "heartbeat_timeout_ms={}",
+          listen, world_size, ready_file, alpha_us, beta_us_per_byte, heartbeat_timeout_ms);
+      stop_on_signals("");
+      return gradsync::daemon::run_coordinator(config);
+    }
+    gradsync::daemon::WorkerConfig config;
+    config.coordinator = parse_address("--coordinator", coordinator_address);
+    config.listen = parse_address("--listen", listen);
+    config.advertise_host = advertise;
+    config.socket_path = socket_path;
+    config.requested_rank = rank;
+    config.algorithm = gradsync::parse_algorithm(algorithm);
+    config.segment_bytes = segment_bytes;
+    config.join_timeout = std::chrono::milliseconds(join_timeout_ms);
+    spdlog::set_pattern("[%H:%M:%S.%e] [worker " + socket_path + "] [%l] %v");
+    spdlog::info(
+        "coordinator={} listen={} advertise={} socket={} rank={} algorithm={} "
+        "segment_bytes={} join_timeout_ms={}",
+        coordinator_address, listen, advertise.empty() ? "(auto)" : advertise, socket_path, rank,
+        algorithm, segment_bytes, join_timeout_ms);
+    stop_on_signals(socket_path);
+    return gradsync::daemon::run_worker(config);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+}

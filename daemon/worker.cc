@@ -1,0 +1,269 @@
+#include "daemon/worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+#include <thread>
+
+#include "collective/algorithms.h"
+#include "daemon/algorithm_table.h"
+#include "daemon/client_server.h"
+#include "daemon/data_mesh.h"
+#include "engine/abort_signal.h"
+#include "engine/executor.h"
+#include "net/message_stream.h"
+#include "proto/convert.h"
+
+namespace gradsync::daemon {
+
+namespace {
+
+constexpr auto kMeshTimeout = std::chrono::seconds(30);
+
+Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
+
+// Talks to the coordinator for the worker's whole life: the assignment, heartbeats, aborts.
+class ControlChannel {
+ public:
+  ControlChannel(net::UniqueFd socket, std::chrono::milliseconds interval,
+                 engine::AbortSignal& abort)
+      : socket_(std::move(socket)), interval_(interval), abort_(abort) {}
+
+  std::future<proto::Assignment> assignment() { return assignment_.get_future(); }
+  void start() {
+    std::thread([this] { run(); }).detach();
+  }
+
+ private:
+  void run() {
+    bool assigned = false;
+    proto::WorkerToCoordinator heartbeat;
+    heartbeat.mutable_heartbeat();
+    while (true) {
+      proto::CoordinatorToWorker message;
+      Status status = net::receive_message(socket_.get(), message, net::Deadline::after(interval_));
+      if (status.code() == ErrorCode::deadline_exceeded) {
+        status = net::send_message(socket_.get(), heartbeat, net::Deadline::after(interval_));
+        if (status.ok()) continue;
+      }
+      if (!status.ok()) {
+        abort_.raise(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()));
+        if (!assigned)
+          assignment_.set_exception(std::make_exception_ptr(std::runtime_error(
+              "lost the coordinator before the group formed: " + status.message())));
+        return;
+      }
+      if (message.has_assignment() && !assigned) {
+        assigned = true;
+        heartbeat.mutable_heartbeat()->set_rank(message.assignment().rank());
+        heartbeat.mutable_heartbeat()->set_generation(message.assignment().generation());
+        assignment_.set_value(message.assignment());
+      } else if (message.has_abort()) {
+        abort_.raise(from_proto(message.abort().reason()));
+        spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
+      }
+    }
+  }
+
+  net::UniqueFd socket_;
+  std::chrono::milliseconds interval_;
+  engine::AbortSignal& abort_;
+  std::promise<proto::Assignment> assignment_;
+};
+
+class Worker {
+ public:
+  explicit Worker(const WorkerConfig& config) : config_(config) {}
+
+  int run() {
+    net::UniqueFd data_listener;
+    net::UniqueFd control;
+    if (Status status = join(data_listener, control); !status.ok()) {
+      spdlog::error("worker: {}", status.message());
+      return 2;
+    }
+    ControlChannel channel(std::move(control), config_.heartbeat_interval, abort_);
+    auto assignment_future = channel.assignment();
+    channel.start();
+    if (assignment_future.wait_for(config_.join_timeout) != std::future_status::ready) {
+      spdlog::error("worker: the group did not form within {} ms", config_.join_timeout.count());
+      return 2;
+    }
+    proto::Assignment assignment;
+    try {
+      assignment = assignment_future.get();
+    } catch (const std::exception& error) {
+      spdlog::error("worker: {}", error.what());
+      return 2;
+    }
+    const MeshPlan plan = plan_from(assignment);
+    rank_ = plan.rank;
+    spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
+                 plan.generation);
+    table_ = table_from(assignment);
+    std::vector<net::UniqueFd> sockets;
+    if (Status status =
+            form_data_mesh(plan, data_listener.get(), net::Deadline::after(kMeshTimeout), sockets);
+        !status.ok()) {
+      spdlog::error("worker rank {}: {}", plan.rank, status.message());
+      return 2;
+    }
+    engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(sockets));
+    IntruderGuard guard(data_listener.get(), plan);
+
+    net::UniqueFd client_listener;
+    if (Status status = net::listen_unix(config_.socket_path, client_listener); !status.ok()) {
+      spdlog::error("worker: {}", status.message());
+      return 2;
+    }
+    proto::DaemonHello hello;
+    hello.set_rank(plan.rank);
+    hello.set_world_size(plan.world_size);
+    hello.set_generation(plan.generation);
+    OpQueue queue;
+    ClientServer server(std::move(client_listener), hello, queue);
+    spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);
+    while (true) run_op(queue.pop(), mesh);
+  }
+
+ private:
+  Status join(net::UniqueFd& data_listener, net::UniqueFd& control) {
+    if (Status status = net::listen_tcp(config_.listen, data_listener); !status.ok()) {
+      return status;
+    }
+    const auto deadline = net::Deadline::after(config_.join_timeout);
+    Status status;
+    do {
+      status = net::connect_tcp(config_.coordinator, deadline, control);
+      if (!status.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (!status.ok() && !deadline.expired());
+    if (!status.ok()) {
+      return Status(status.code(), "cannot reach the coordinator at " +
+                                       config_.coordinator.to_string() + ": " + status.message());
+    }
+    const std::string host = config_.advertise_host.empty() ? net::local_address(control.get()).host
+                                                            : config_.advertise_host;
+    const std::uint16_t port = net::local_address(data_listener.get()).port;
+    proto::WorkerToCoordinator message;
+    proto::JoinRequest& join = *message.mutable_join();
+    join.set_data_address((host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                          std::to_string(port));
+    join.set_requested_rank(config_.requested_rank);
+    spdlog::info("worker: joining {} with data address {}", config_.coordinator.to_string(),
+                 join.data_address());
+    return net::send_message(control.get(), message, deadline);
+  }
+
+  static MeshPlan plan_from(const proto::Assignment& assignment) {
+    MeshPlan plan{assignment.rank(), assignment.world_size(), assignment.generation(), {}};
+    plan.peers.resize(assignment.world_size());
+    for (const proto::Peer& peer : assignment.peers()) {
+      net::HostPort address;
+      if (net::parse_host_port(peer.data_address(), address).ok() && peer.rank() >= 0 &&
+          peer.rank() < assignment.world_size()) {
+        plan.peers[peer.rank()] = address;
+      }
+    }
+    return plan;
+  }
+
+  static AlgorithmTable table_from(const proto::Assignment& assignment) {
+    std::vector<Threshold> thresholds;
+    for (const proto::AlgorithmThreshold& entry : assignment.algorithm_table()) {
+      const auto collective = from_proto(entry.collective());
+      const auto algorithm = from_proto(entry.algorithm());
+      if (collective && algorithm)
+        thresholds.push_back({*collective, entry.min_bytes(), *algorithm});
+    }
+    return AlgorithmTable(std::move(thresholds));
+  }
+
+  // Checks a client's request against what this daemon can run; fills the op's shape.
+  Status prepare(const PendingOp& pending, int world_size, engine::ExecuteOptions& options,
+                 OpShape& shape) {
+    const proto::SubmitOp& op = pending.op;
+    const auto collective = from_proto(op.collective());
+    const auto dtype = from_proto(op.dtype());
+    const auto reduce_op = from_proto(op.op());
+    if (!collective || !dtype || !reduce_op) {
+      return invalid("unknown collective, dtype or reduce op in request " +
+                     std::to_string(op.request_id()));
+    }
+    shape = {*collective, world_size, *collective == Collective::barrier ? 0 : op.count(),
+             *collective == Collective::barrier ? 1 : element_size(*dtype), op.root()};
+    if (op.root() < 0 || op.root() >= world_size) {
+      return invalid("root " + std::to_string(op.root()) + " is not a rank of a group of " +
+                     std::to_string(world_size));
+    }
+    const std::uint64_t bytes = data_bytes(shape) + output_bytes(shape);
+    if (bytes > 0 && !pending.region) {
+      return invalid("the op names shared-memory region " + std::to_string(op.region_id()) +
+                     ", which this daemon does not have");
+    }
+    if (bytes > 0 && pending.region->size() < bytes) {
+      return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
+                     std::to_string(pending.region->size()));
+    }
+    Algorithm algorithm = table_.lookup(*collective, data_bytes(shape));
+    if (const auto requested = from_proto(op.algorithm())) {
+      algorithm = *requested;
+    } else if (config_.algorithm && supports(*collective, *config_.algorithm)) {
+      algorithm = *config_.algorithm;
+    }
+    if (!supports(*collective, algorithm)) {
+      return invalid(std::string(name(algorithm)) + " cannot run " +
+                     std::string(name(*collective)));
+    }
+    options.descriptor = {
+        *collective, *dtype, *reduce_op, algorithm, static_cast<std::uint32_t>(op.root()),
+        shape.count};
+    options.deadline = net::Deadline::after(
+        std::chrono::milliseconds(op.timeout_ms() > 0 ? op.timeout_ms() : 60'000));
+    return {};
+  }
+
+  void run_op(const PendingOp& pending, engine::PeerMesh& mesh) {
+    const auto start = net::Clock::now();
+    engine::ExecuteOptions options;
+    options.op_id = mesh.next_op_id();
+    options.segment_bytes = config_.segment_bytes;
+    options.abort = &abort_;
+    OpShape shape;
+    Status status = prepare(pending, mesh.world_size(), options, shape);
+    if (!status.ok()) {
+      status = Status(status.code(), "rank " + std::to_string(rank_) + ": " + status.message());
+      engine::announce_failure(mesh, options, status);
+    } else if (abort_.raised()) {
+      status = abort_.reason();
+    } else {
+      std::byte* base = pending.region ? pending.region->data() : nullptr;
+      const engine::OpBuffers buffers{base, base != nullptr ? base + data_bytes(shape) : nullptr};
+      status = engine::execute(build_schedule(shape, options.descriptor.algorithm, mesh.rank()),
+                               buffers, mesh, options);
+    }
+    const double elapsed_us =
+        std::chrono::duration<double, std::micro>(net::Clock::now() - start).count();
+    if (!status.ok()) {
+      spdlog::warn("rank {}: op {} '{}' ({}) failed: {}", rank_, options.op_id, pending.op.name(),
+                   options.descriptor.to_string(), status.to_string());
+    }
+    proto::DaemonToClient reply;
+    proto::OpResult& result = *reply.mutable_result();
+    result.set_request_id(pending.op.request_id());
+    to_proto(status, *result.mutable_status());
+    result.set_algorithm(to_proto(options.descriptor.algorithm));
+    result.set_elapsed_us(elapsed_us);
+    pending.session->reply(reply);
+  }
+
+  const WorkerConfig config_;
+  engine::AbortSignal abort_;
+  AlgorithmTable table_;
+  int rank_ = -1;
+};
+
+}  // namespace
+
+int run_worker(const WorkerConfig& config) { return Worker(config).run(); }
+
+}  // namespace gradsync::daemon

@@ -1,0 +1,30 @@
+// A worker daemon (DESIGN.md §1): joins the coordinator, forms the data mesh with its peers,
+// serves local clients, and runs their ops one at a time, in the order they were submitted.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "collective/types.h"
+#include "net/socket.h"
+
+namespace gradsync::daemon {
+
+struct WorkerConfig {
+  net::HostPort coordinator;
+  net::HostPort listen;
+  std::string advertise_host;  // empty: the local address of the connection to the coordinator
+  std::string socket_path;
+  int requested_rank = -1;
+  std::optional<Algorithm> algorithm;  // forced for every op that asks for auto
+  std::size_t segment_bytes = 1 << 20;
+  std::chrono::milliseconds join_timeout{60'000};
+  std::chrono::milliseconds heartbeat_interval{500};
+};
+
+// Runs until the process is stopped; returns non-zero if the worker cannot join its group.
+int run_worker(const WorkerConfig& config);
+
+}  // namespace gradsync::daemon
