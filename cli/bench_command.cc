@@ -1,0 +1,331 @@
+#include "cli/bench_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/size_list.h"
+#include "client/gradsync_client.h"
+#include "collective/algorithms.h"
+#include "collective/cost_model.h"
+#include "collective/reduce_kernels.h"
+
+namespace gradsync::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string sockets;  // comma-separated, rank order; default: $GRADSYNC_SOCKETS
+  std::string dtype = "f32";
+  std::string op = "sum";
+  std::string algorithm = "auto";
+  std::string min_bytes = "4";
+  std::string max_bytes = "64MiB";
+  double step_factor = 4;
+  int iters = 20;
+  int warmup = 5;
+  std::string json_path;
+  double alpha_us = 50;
+  double beta_us_per_byte = 0.0005;
+};
+
+struct Row {
+  std::uint64_t bytes = 0;
+  std::uint64_t count = 0;
+  std::string algorithm;
+  double time_us = 0;
+  double algbw = 0;  // GB/s
+  double busbw = 0;
+  double predicted_us = 0;
+  int wrong = 0;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma - start);
+    if (!part.empty()) parts.push_back(part);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return parts;
+}
+
+class Bench {
+ public:
+  Bench(const BenchOptions& options, std::vector<Client> clients, DataType type, ReduceOp op)
+      : options_(options), clients_(std::move(clients)), type_(type), op_(op) {}
+
+  // One row: every rank runs warmup + iters ops; time is the median over iterations of the
+  // slowest rank's time.
+  Row measure(std::uint64_t bytes, std::optional<Algorithm> algorithm) {
+    const std::size_t size = element_size(type_);
+    const std::uint64_t count = std::max<std::uint64_t>(bytes / size, 1);
+    const int p = clients_.front().world_size();
+    const int local = static_cast<int>(clients_.size());
+    std::vector<std::vector<double>> times(local);
+    std::vector<int> wrong(local, 0);
+    std::vector<std::string> errors(local);
+    std::vector<std::byte> expected = reference(count, p);
+    Algorithm used = algorithm.value_or(Algorithm::ring);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < local; ++i) {
+      threads.emplace_back([&, i] {
+        Client& client = clients_[i];
+        const std::vector<std::byte> pristine = pattern(client.rank(), count);
+        std::vector<std::byte> data(pristine.size());
+        OpOptions op_options;
+        op_options.op = op_;
+        op_options.algorithm = algorithm;
+        try {
+          for (int iteration = 0; iteration < options_.warmup + options_.iters; ++iteration) {
+            data = pristine;
+            const auto start = std::chrono::steady_clock::now();
+            Handle handle = client.allreduce_async(data.data(), count, type_, op_options);
+            handle.wait();
+            const auto stop = std::chrono::steady_clock::now();
+            if (i == 0) used = handle.algorithm();
+            if (iteration < options_.warmup) continue;
+            times[i].push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+            if (data != expected) ++wrong[i];
+          }
+        } catch (const ClientError& error) {
+          errors[i] = error.what();
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (const std::string& error : errors) {
+      if (!error.empty()) throw ClientError(Status(ErrorCode::internal, error));
+    }
+    std::vector<double> slowest(times[0].size(), 0.0);
+    for (const auto& rank_times : times) {
+      for (std::size_t k = 0; k < slowest.size(); ++k) {
+        slowest[k] = std::max(slowest[k], rank_times[k]);
+      }
+    }
+    std::nth_element(slowest.begin(), slowest.begin() + slowest.size() / 2, slowest.end());
+    Row row;
+    row.bytes = count * size;
+    row.count = count;
+    row.algorithm = algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used));
+    row.time_us = slowest[slowest.size() / 2];
+    row.algbw = static_cast<double>(row.bytes) / row.time_us / 1e3;
+    row.busbw = row.algbw * 2.0 * (p - 1) / p;
+    row.predicted_us = estimate_cost({Collective::allreduce, p, count, size}, used,
+                                     {options_.alpha_us, options_.beta_us_per_byte})
+                           .time_us;
+    for (int w : wrong) row.wrong += w;
+    return row;
+  }
+
+ private:
+  // Rank r's tensor: element i is (r + i) mod 4, in the bench's dtype.
+  std::vector<std::byte> pattern(int rank, std::uint64_t count) const {
+    std::vector<std::byte> data(count * element_size(type_));
+    const std::vector<std::byte> values[4] = {small_integer(0), small_integer(1), small_integer(2),
+                                              small_integer(3)};
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const auto& value = values[(static_cast<std::uint64_t>(rank) + i) % 4];
+      std::copy(value.begin(), value.end(), data.begin() + i * value.size());
+    }
+    return data;
+  }
+
+  // The integer k in the bench's dtype, built with the kernels (k ones summed), so that every
+  // dtype works without a conversion table.
+  std::vector<std::byte> small_integer(int k) const {
+    const std::size_t size = element_size(type_);
+    std::vector<std::byte> one(size);
+    // 1 is 1 in every integer type; for floats build it from its bits.
+    switch (type_) {
+      case DataType::f32:
+        one = bytes_of<std::uint32_t>(0x3f800000u);
+        break;
+      case DataType::f64:
+        one = bytes_of<std::uint64_t>(0x3ff0000000000000ull);
+        break;
+      case DataType::f16:
+        one = bytes_of<std::uint16_t>(0x3c00);
+        break;
+      case DataType::bf16:
+        one = bytes_of<std::uint16_t>(0x3f80);
+        break;
+      default:
+        one[0] = std::byte{1};
+        break;
+    }
+    std::vector<std::byte> value(size);
+    for (int i = 0; i < k; ++i) {
+      reduce(type_, ReduceOp::sum, value.data(), value.data(), one.data(), 1);
+    }
+    return value;
+  }
+
+  template <typename T>
+  static std::vector<std::byte> bytes_of(T bits) {
+    std::vector<std::byte> bytes(sizeof(T));
+    std::memcpy(bytes.data(), &bits, sizeof(T));
+    return bytes;
+  }
+
+  // Every rank's pattern reduced in rank order, then finalized as the daemons do.
+  std::vector<std::byte> reference(std::uint64_t count, int p) const {
+    std::vector<std::byte> result = pattern(0, count);
+    for (int r = 1; r < p; ++r) {
+      const std::vector<std::byte> next = pattern(r, count);
+      reduce(type_, op_, result.data(), result.data(), next.data(), count);
+    }
+    finalize_average(type_, op_, result.data(), count, p);
+    return result;
+  }
+
+  const BenchOptions& options_;
+  std::vector<Client> clients_;
+  DataType type_;
+  ReduceOp op_;
+};
+
+void print_table(const std::vector<Row>& rows, const BenchOptions& options, int world_size) {
+  std::printf(
+      "# gradsync bench: allreduce, %d ranks, %s %s, %d iterations after %d warm-up; "
+      "time is the median of the slowest rank\n",
+      world_size, options.dtype.c_str(), options.op.c_str(), options.iters, options.warmup);
+  std::printf("# predicted: alpha = %g us, beta = %g us/byte\n", options.alpha_us,
+              options.beta_us_per_byte);
+  std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s\n", "size(B)", "count", "type",
+              "redop", "algorithm", "time(us)", "algbw", "busbw", "predicted", "#wrong");
+  for (const Row& row : rows) {
+    std::printf("%12llu %12llu %6s %6s %-24s %12.1f %8.3f %8.3f %12.1f %7d\n",
+                static_cast<unsigned long long>(row.bytes),
+                static_cast<unsigned long long>(row.count), options.dtype.c_str(),
+                options.op.c_str(), row.algorithm.c_str(), row.time_us, row.algbw, row.busbw,
+                row.predicted_us, row.wrong);
+  }
+}
+
+void write_json(const std::vector<Row>& rows, const BenchOptions& options, int world_size) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const Row& row : rows) {
+    entries.push_back({{"collective", "allreduce"},
+                       {"ranks", world_size},
+                       {"bytes", row.bytes},
+                       {"count", row.count},
+                       {"dtype", options.dtype},
+                       {"op", options.op},
+                       {"algorithm", row.algorithm},
+                       {"time_us", row.time_us},
+                       {"algbw_gbps", row.algbw},
+                       {"busbw_gbps", row.busbw},
+                       {"predicted_us", row.predicted_us},
+                       {"wrong", row.wrong}});
+  }
+  std::ofstream(options.json_path) << entries.dump(2) << "\n";
+}
+
+int run_bench(BenchOptions options) {
+  if (options.sockets.empty()) {
+    const char* from_environment = std::getenv("GRADSYNC_SOCKETS");
+    if (from_environment != nullptr) options.sockets = from_environment;
+  }
+  const std::vector<std::string> sockets = split(options.sockets);
+  if (sockets.empty()) {
+    throw CLI::ValidationError("--sockets",
+                               "no daemon sockets: give --sockets or run under gradsync local");
+  }
+  std::string error;
+  const auto min_bytes = parse_size(options.min_bytes);
+  const auto max_bytes = parse_size(options.max_bytes);
+  if (!min_bytes || *min_bytes == 0) {
+    throw CLI::ValidationError("--min-bytes", "'" + options.min_bytes + "' is not a size > 0");
+  }
+  if (!max_bytes || *max_bytes < *min_bytes) {
+    throw CLI::ValidationError("--max-bytes",
+                               "'" + options.max_bytes + "' is not a size >= --min-bytes");
+  }
+  std::vector<std::optional<Algorithm>> algorithms;
+  if (options.algorithm == "all" || options.algorithm == "auto") algorithms.push_back(std::nullopt);
+  if (options.algorithm == "all") {
+    for (Algorithm algorithm : algorithms_for(Collective::allreduce))
+      algorithms.push_back(algorithm);
+  } else if (options.algorithm != "auto") {
+    algorithms.push_back(*parse_algorithm(options.algorithm));
+  }
+  std::vector<Client> clients;
+  try {
+    for (const std::string& socket : sockets) clients.push_back(Client::connect(socket));
+  } catch (const ClientError& failure) {
+    std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
+    return 1;
+  }
+  const bool prints = clients.front().rank() == 0;
+  const int world_size = clients.front().world_size();
+  Bench bench(options, std::move(clients), *parse_data_type(options.dtype),
+              *parse_reduce_op(options.op));
+  std::vector<Row> rows;
+  try {
+    for (double bytes = static_cast<double>(*min_bytes); bytes <= static_cast<double>(*max_bytes);
+         bytes *= options.step_factor) {
+      for (const auto& algorithm : algorithms) {
+        rows.push_back(bench.measure(static_cast<std::uint64_t>(bytes), algorithm));
+      }
+    }
+  } catch (const ClientError& failure) {
+    std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
+    return 1;
+  }
+  if (prints) {
+    print_table(rows, options, world_size);
+    if (!options.json_path.empty()) write_json(rows, options, world_size);
+  }
+  const bool all_correct =
+      std::all_of(rows.begin(), rows.end(), [](const Row& row) { return row.wrong == 0; });
+  return all_correct ? 0 : 3;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, std::function<int()>& action) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* command =
+      app.add_subcommand("bench", "All-reduce over a sweep of sizes; a table on rank 0");
+  command->add_option("--sockets", options->sockets,
+                      "Daemon sockets of the ranks this process drives, comma-separated "
+                      "(default: $GRADSYNC_SOCKETS, every rank of gradsync local)");
+  command->add_option("--dtype", options->dtype, "Element type")
+      ->check(CLI::IsMember({"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}));
+  command->add_option("--op", options->op, "Reduce op")
+      ->check(CLI::IsMember({"sum", "prod", "min", "max", "avg"}));
+  command->add_option("--algorithm", options->algorithm, "auto, all, or one algorithm")
+      ->check(CLI::IsMember({"auto", "all", "tree", "hypercube", "ring", "halving_doubling"}));
+  command->add_option("--min-bytes", options->min_bytes, "Smallest size (e.g. 4, 64KiB)");
+  command->add_option("--max-bytes", options->max_bytes, "Largest size (e.g. 64MiB)");
+  command->add_option("--step-factor", options->step_factor, "Size multiplier between rows")
+      ->check(CLI::Range(1.01, 1024.0));
+  command->add_option("--iters", options->iters, "Timed iterations per row")
+      ->check(CLI::Range(1, 100000));
+  command->add_option("--warmup", options->warmup, "Untimed iterations per row")
+      ->check(CLI::Range(0, 100000));
+  command->add_option("--json", options->json_path, "Also write the rows as JSON here");
+  command->add_option("--alpha-us", options->alpha_us, "Model latency for the predicted column")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--beta-us-per-byte", options->beta_us_per_byte,
+                   "Model time per byte for the predicted column")
+      ->check(CLI::PositiveNumber);
+  command->callback([options, &action] { action = [options] { return run_bench(*options); }; });
+}
+
+}  // namespace gradsync::cli

@@ -1,0 +1,49 @@
+// A coordinator and N workers on loopback, each on an ephemeral port, their client sockets in a
+// fresh temporary directory: what `gradsync local` runs and what the cluster tests start.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/child_process.h"
+#include "collective/status.h"
+
+namespace gradsync::cli {
+
+struct LocalClusterOptions {
+  int workers = 1;
+  std::string algorithm;          // empty: auto
+  std::size_t segment_bytes = 0;  // 0: the daemon's default
+  std::string daemon_path;        // empty: gradsyncd beside this executable
+  bool verbose = false;           // daemons log to this terminal instead of to files
+};
+
+class LocalCluster {
+ public:
+  // Starts everything and waits until every worker serves clients.
+  static Status start(const LocalClusterOptions& options, std::unique_ptr<LocalCluster>& cluster);
+  ~LocalCluster();
+
+  const std::vector<std::string>& sockets() const { return sockets_; }
+  ChildProcess& worker(int rank) { return workers_[rank]; }
+  ChildProcess& coordinator() { return coordinator_; }
+  const std::string& coordinator_address() const { return coordinator_address_; }
+  std::string log_of_worker(int rank) const;
+  std::string log_of_coordinator() const;
+
+ private:
+  LocalCluster() = default;
+  std::string directory_;
+  ChildProcess coordinator_;
+  std::vector<ChildProcess> workers_;
+  std::vector<std::string> sockets_;
+  std::string coordinator_address_;
+  bool verbose_ = false;
+};
+
+// The gradsyncd that was built and installed beside the running executable.
+std::string daemon_beside_this_executable();
+
+}  // namespace gradsync::cli

@@ -1,0 +1,81 @@
+#include "cli/local_command.h"
+
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/local_cluster.h"
+
+namespace gradsync::cli {
+
+namespace {
+
+struct LocalOptions {
+  LocalClusterOptions cluster;
+  std::vector<std::string> command;
+};
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string text;
+  for (const std::string& part : parts) text += (text.empty() ? "" : ",") + part;
+  return text;
+}
+
+int run_local(const LocalOptions& options) {
+  // Ctrl-C reaches the command (same process group); this process waits for it, then cleans up.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<LocalCluster> cluster;
+  if (Status status = LocalCluster::start(options.cluster, cluster); !status.ok()) {
+    std::fprintf(stderr, "gradsync local: %s\n", status.message().c_str());
+    return 1;
+  }
+  for (std::size_t rank = 0; rank < cluster->sockets().size(); ++rank) {
+    std::printf("rank %zu: %s\n", rank, cluster->sockets()[rank].c_str());
+  }
+  std::fflush(stdout);
+  const std::string sockets = "GRADSYNC_SOCKETS=" + joined(cluster->sockets());
+  if (options.command.empty()) {
+    std::printf("gradsync local: %d workers ready; export %s; Ctrl-C stops them\n",
+                options.cluster.workers, sockets.c_str());
+    std::fflush(stdout);
+    int received = 0;
+    sigwait(&signals, &received);
+    return 0;
+  }
+  ChildProcess command = ChildProcess::start(options.command, "", {sockets});
+  return command.wait();
+}
+
+}  // namespace
+
+void add_local_command(CLI::App& app, std::function<int()>& action) {
+  auto options = std::make_shared<LocalOptions>();
+  CLI::App* command = app.add_subcommand(
+      "local", "Start a coordinator and N workers on loopback; run CMD with GRADSYNC_SOCKETS set");
+  command->add_option("--workers,-n", options->cluster.workers, "Number of workers")
+      ->required()
+      ->check(CLI::Range(1, 64));
+  command
+      ->add_option("--algorithm", options->cluster.algorithm,
+                   "Force an algorithm for every op that asks for auto")
+      ->check(CLI::IsMember({"tree", "hypercube", "ring", "halving_doubling", "direct", "bruck"}));
+  command
+      ->add_option("--segment-bytes", options->cluster.segment_bytes,
+                   "Pipelining segment size of the workers")
+      ->check(CLI::Range(std::size_t{4096}, std::size_t{64} << 20));
+  command->add_flag("--verbose", options->cluster.verbose, "Show the daemons' logs");
+  command->add_option("command", options->command, "CMD ARGS... (after --)");
+  command->positionals_at_end();
+  command->callback([options, &action] { action = [options] { return run_local(*options); }; });
+}
+
+}  // namespace gradsync::cli

@@ -1,0 +1,129 @@
+// Reduce-scatter, all-gather, broadcast (from a non-zero root), all-to-all and barrier on a real
+// local cluster, and ops submitted back to back without waiting.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "collective/partition.h"
+#include "support/cluster.h"
+#include "support/tensor_values.h"
+
+namespace gradsync {
+namespace {
+
+using testing::Bytes;
+
+class ClusterCollectives : public ::testing::TestWithParam<int> {
+ protected:
+  void record(const std::string& failure) {
+    std::lock_guard lock(mutex_);
+    failures_.push_back(failure);
+  }
+  void expect_no_failures() {
+    EXPECT_TRUE(failures_.empty()) << failures_.size() << " failures, first: " << failures_.front();
+  }
+
+  std::mutex mutex_;
+  std::vector<std::string> failures_;
+};
+
+TEST_P(ClusterCollectives, EveryCollectiveMovesTheRightBytes) {
+  const int p = GetParam();
+  testing::TestCluster cluster = testing::start_cluster(p, "", 64 << 10);
+  ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    for (std::uint64_t n :
+         {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{100'003}}) {
+      const std::string size = " n=" + std::to_string(n) + " rank " + std::to_string(rank);
+      try {
+        // Reduce-scatter: this rank's balanced chunk of the reduction.
+        const Bytes input = testing::contribution(DataType::i32, ReduceOp::sum, rank, n);
+        const Chunk mine = balanced_chunk(n, p, rank);
+        Bytes chunk(mine.count * 4);
+        client.reduce_scatter(input.data(), n, chunk.data(), DataType::i32);
+        const Bytes sum = testing::expected_reduction(DataType::i32, ReduceOp::sum, p, n);
+        if (chunk != Bytes(sum.begin() + mine.offset * 4, sum.begin() + mine.end() * 4)) {
+          record("reduce_scatter" + size);
+        }
+        // All-gather: every rank's chunk, in rank order.
+        const Bytes own = testing::pattern(rank, 1, mine.count * 4);
+        Bytes gathered(n * 4);
+        client.allgather(own.data(), gathered.data(), n, DataType::f32);
+        for (int owner = 0; owner < p; ++owner) {
+          const Chunk theirs = balanced_chunk(n, p, owner);
+          if (Bytes(gathered.begin() + theirs.offset * 4, gathered.begin() + theirs.end() * 4) !=
+              testing::pattern(owner, 1, theirs.count * 4)) {
+            record("allgather" + size);
+          }
+        }
+        // Broadcast from the last rank.
+        OpOptions from_last;
+        from_last.root = p - 1;
+        Bytes data = rank == p - 1 ? testing::pattern(p - 1, 2, n * 8) : Bytes(n * 8);
+        client.broadcast(data.data(), n, DataType::f64, from_last);
+        if (data != testing::pattern(p - 1, 2, n * 8)) record("broadcast" + size);
+        // All-to-all of n/10 + 1 elements per destination, both algorithms.
+        const std::uint64_t block = n / 10 + 1;
+        for (Algorithm algorithm : {Algorithm::direct, Algorithm::bruck}) {
+          Bytes blocks;
+          for (int j = 0; j < p; ++j) {
+            const Bytes part = testing::pattern(rank, j, block * 2);
+            blocks.insert(blocks.end(), part.begin(), part.end());
+          }
+          Bytes received(blocks.size());
+          OpOptions options;
+          options.algorithm = algorithm;
+          client.alltoall(blocks.data(), received.data(), block, DataType::bf16, options);
+          for (int i = 0; i < p; ++i) {
+            if (Bytes(received.begin() + i * block * 2, received.begin() + (i + 1) * block * 2) !=
+                testing::pattern(i, rank, block * 2)) {
+              record(std::string("alltoall/") + std::string(name(algorithm)) + size);
+            }
+          }
+        }
+        client.barrier();
+      } catch (const ClientError& error) {
+        record(std::string(error.what()) + size);
+      }
+    }
+  });
+  expect_no_failures();
+}
+
+TEST_P(ClusterCollectives, OpsSubmittedBackToBackWithoutWaitingAllComplete) {
+  const int p = GetParam();
+  testing::TestCluster cluster = testing::start_cluster(p);
+  ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
+  constexpr int kOps = 12;
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    std::vector<Bytes> tensors;
+    std::vector<Handle> handles;
+    for (int i = 0; i < kOps; ++i) {
+      // A different length per op, so that an op matched with the wrong one shows.
+      tensors.push_back(testing::contribution(DataType::f32, ReduceOp::sum, rank, 5000 + i));
+    }
+    try {
+      for (int i = 0; i < kOps; ++i) {
+        handles.push_back(client.allreduce_async(tensors[i].data(), 5000 + i, DataType::f32));
+      }
+      for (auto& handle : handles) handle.wait();
+    } catch (const ClientError& error) {
+      record(error.what());
+      return;
+    }
+    for (int i = 0; i < kOps; ++i) {
+      if (tensors[i] != testing::expected_reduction(DataType::f32, ReduceOp::sum, p, 5000 + i)) {
+        record("op " + std::to_string(i) + " rank " + std::to_string(rank));
+      }
+    }
+  });
+  expect_no_failures();
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ClusterCollectives, ::testing::Values(1, 3, 4, 8),
+                         [](const auto& param_info) {
+                           return "p" + std::to_string(param_info.param);
+                         });
+
+}  // namespace
+}  // namespace gradsync

@@ -1,0 +1,33 @@
+#include "support/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace gradsync::testing {
+
+TestCluster start_cluster(int workers, const std::string& algorithm, std::size_t segment_bytes) {
+  TestCluster result;
+  cli::LocalClusterOptions options;
+  options.workers = workers;
+  options.algorithm = algorithm;
+  options.segment_bytes = segment_bytes;
+  options.daemon_path = GRADSYNC_DAEMON;
+  const Status status = cli::LocalCluster::start(options, result.cluster);
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  if (!status.ok()) return result;
+  for (const std::string& socket : result.cluster->sockets()) {
+    result.clients.push_back(Client::connect(socket));
+  }
+  return result;
+}
+
+void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>& body) {
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < cluster.clients.size(); ++r) {
+    threads.emplace_back([&, r] { body(static_cast<int>(r), cluster.clients[r]); });
+  }
+  for (auto& thread : threads) thread.join();
+}
+
+}  // namespace gradsync::testing

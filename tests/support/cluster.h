@@ -1,0 +1,28 @@
+// A local cluster for tests (real gradsyncd processes on loopback) and one client per rank, each
+// driven by its own thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/local_cluster.h"
+#include "client/gradsync_client.h"
+
+namespace gradsync::testing {
+
+struct TestCluster {
+  std::unique_ptr<cli::LocalCluster> cluster;
+  std::vector<Client> clients;  // clients[r] talks to rank r's daemon
+};
+
+// Starts `workers` daemons (gradsyncd from GRADSYNC_DAEMON, the build's) and connects a client
+// to each; fails the current test on error.
+TestCluster start_cluster(int workers, const std::string& algorithm = "",
+                          std::size_t segment_bytes = 0);
+
+// Runs `body(rank, client)` on one thread per rank and waits for all of them.
+void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>& body);
+
+}  // namespace gradsync::testing
