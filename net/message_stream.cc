@@ -27,16 +27,26 @@ std::uint32_t decode_length(const std::array<std::byte, 4>& bytes) {
          std::to_integer<std::uint32_t>(bytes[3]) << 24;
 }
 
+// Room for the one descriptor a message may carry.
+struct ControlBuffer {
+  alignas(cmsghdr) char bytes[CMSG_SPACE(sizeof(int))] = {};
+};
+
+msghdr message_over(iovec& part, ControlBuffer& control) {
+  msghdr header{};
+  header.msg_iov = &part;
+  header.msg_iovlen = 1;
+  header.msg_control = control.bytes;
+  header.msg_controllen = sizeof control.bytes;
+  return header;
+}
+
 // Sends the length prefix with the descriptor as SCM_RIGHTS ancillary data.
 Status send_prefix_with_fd(int fd, const std::array<std::byte, 4>& prefix, int attached_fd,
                            Deadline deadline) {
   iovec part{const_cast<std::byte*>(prefix.data()), prefix.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr header{};
-  header.msg_iov = &part;
-  header.msg_iovlen = 1;
-  header.msg_control = control;
-  header.msg_controllen = sizeof control;
+  ControlBuffer control;
+  msghdr header = message_over(part, control);
   cmsghdr* entry = CMSG_FIRSTHDR(&header);
   entry->cmsg_level = SOL_SOCKET;
   entry->cmsg_type = SCM_RIGHTS;
@@ -64,12 +74,8 @@ Status receive_prefix(int fd, std::array<std::byte, 4>& prefix, Deadline deadlin
   std::size_t have = 0;
   while (have < prefix.size()) {
     iovec part{prefix.data() + have, prefix.size() - have};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr header{};
-    header.msg_iov = &part;
-    header.msg_iovlen = 1;
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
+    ControlBuffer control;
+    msghdr header = message_over(part, control);
     const ssize_t got = ::recvmsg(fd, &header, MSG_CMSG_CLOEXEC);
     if (got > 0) {
       for (cmsghdr* entry = CMSG_FIRSTHDR(&header); entry != nullptr;

@@ -60,12 +60,7 @@ Status SharedRegion::create(std::uint64_t bytes, SharedRegion& region) {
     return Status(ErrorCode::internal, "cannot size shared memory to " + std::to_string(bytes) +
                                            " bytes: " + std::strerror(errno));
   }
-  SharedRegion result;
-  if (Status status = map_fd(fd.get(), bytes, result.data_); !status.ok()) return status;
-  result.fd_ = std::move(fd);
-  result.size_ = bytes;
-  region = std::move(result);
-  return {};
+  return map(std::move(fd), bytes, region);
 }
 
 Status SharedRegion::map(UniqueFd fd, std::uint64_t bytes, SharedRegion& region) {
