@@ -65,6 +65,8 @@ Status LocalCluster::start(const LocalClusterOptions& options,
         daemon,        "worker",   "--coordinator", address,  "--listen",
         "127.0.0.1:0", "--socket", socket,          "--rank", std::to_string(rank)};
     if (!options.algorithm.empty()) argv.insert(argv.end(), {"--algorithm", options.algorithm});
+    if (options.spin_us >= 0)
+      argv.insert(argv.end(), {"--spin-us", std::to_string(options.spin_us)});
     if (options.segment_bytes > 0) {
       argv.insert(argv.end(), {"--segment-bytes", std::to_string(options.segment_bytes)});
     }

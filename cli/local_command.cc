@@ -72,6 +72,10 @@ void add_local_command(CLI::App& app, std::function<int()>& action) {
       ->add_option("--segment-bytes", options->cluster.segment_bytes,
                    "Pipelining segment size of the workers")
       ->check(CLI::Range(std::size_t{4096}, std::size_t{64} << 20));
+  command
+      ->add_option("--spin-us", options->cluster.spin_us,
+                   "Busy-poll this long before blocking (the workers' default if not given)")
+      ->check(CLI::Range(0, 100'000));
   command->add_flag("--verbose", options->cluster.verbose, "Show the daemons' logs");
   command->add_option("command", options->command, "CMD ARGS... (after --)");
   command->positionals_at_end();

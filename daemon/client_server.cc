@@ -22,26 +22,10 @@ void ClientSession::reply(const proto::DaemonToClient& message) {
   if (!status.ok()) spdlog::warn("cannot reply to a client: {}", status.message());
 }
 
-void OpQueue::push(PendingOp op) {
-  {
-    std::lock_guard lock(mutex_);
-    ops_.push_back(std::move(op));
-  }
-  ready_.notify_one();
-}
-
-PendingOp OpQueue::pop() {
-  std::unique_lock lock(mutex_);
-  ready_.wait(lock, [this] { return !ops_.empty(); });
-  PendingOp op = std::move(ops_.front());
-  ops_.pop_front();
-  return op;
-}
-
-ClientServer::ClientServer(net::UniqueFd listener, proto::DaemonHello hello, OpQueue& queue)
+ClientServer::ClientServer(net::UniqueFd listener, proto::DaemonHello hello, OpRunner run)
     : listener_(std::move(listener)),
       hello_(std::move(hello)),
-      queue_(queue),
+      run_(std::move(run)),
       thread_([this] { accept_loop(); }) {}
 
 ClientServer::~ClientServer() { thread_.detach(); }
@@ -94,7 +78,8 @@ void ClientServer::serve(std::shared_ptr<ClientSession> session) {
       if (const auto found = regions.find(op.op.region_id()); found != regions.end()) {
         op.region = found->second;
       }
-      queue_.push(std::move(op));
+      std::lock_guard lock(running_);
+      run_(op);
     } else {
       spdlog::warn("dropped a client that sent an empty message");
       return;

@@ -1,11 +1,11 @@
 // Serves the local clients of a worker on its unix socket: a hello, shared-memory regions handed
-// over once each, and ops, which go into one queue in the order they arrive. A client that sends
+// over once each, and ops, which run on the thread that read them, one at a time across all
+// clients (a hand-off to another thread would cost every op a wake-up). A client that sends
 // something malformed is told why (or, if its stream is unreadable, disconnected); the daemon and
 // the other clients carry on.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,20 +36,12 @@ struct PendingOp {
   std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
 };
 
-class OpQueue {
- public:
-  void push(PendingOp op);
-  PendingOp pop();
-
- private:
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<PendingOp> ops_;
-};
+// Runs one op to completion and replies; called with no other op running.
+using OpRunner = std::function<void(const PendingOp&)>;
 
 class ClientServer {
  public:
-  ClientServer(net::UniqueFd listener, proto::DaemonHello hello, OpQueue& queue);
+  ClientServer(net::UniqueFd listener, proto::DaemonHello hello, OpRunner run);
   ~ClientServer();
 
  private:
@@ -58,7 +50,8 @@ class ClientServer {
 
   net::UniqueFd listener_;
   proto::DaemonHello hello_;
-  OpQueue& queue_;
+  OpRunner run_;
+  std::mutex running_;  // one op at a time, in the order the clients' requests are read
   std::thread thread_;
 };
 

@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   std::string algorithm = "auto";
   std::size_t segment_bytes = 1 << 20;
   int join_timeout_ms = 60'000;
+  int spin_us = 0;
   CLI::App* worker = app.add_subcommand("worker", "Run collectives for local clients");
   worker->add_option("--coordinator", coordinator_address, "The coordinator's HOST:PORT")
       ->envname("GRADSYNC_COORDINATOR")
@@ -108,6 +109,9 @@ int main(int argc, char** argv) {
   worker->add_option("--segment-bytes", segment_bytes, "Pipelining segment size")
       ->envname("GRADSYNC_SEGMENT_BYTES")
       ->check(CLI::Range(std::size_t{4096}, std::size_t{64} << 20));
+  worker->add_option("--spin-us", spin_us, "Busy-poll this long before blocking on the network")
+      ->envname("GRADSYNC_SPIN_US")
+      ->check(CLI::Range(0, 100'000));
   worker->add_option("--join-timeout-ms", join_timeout_ms, "Give up if the group has not formed")
       ->envname("GRADSYNC_JOIN_TIMEOUT_MS")
       ->check(CLI::Range(100, 3'600'000));
@@ -137,12 +141,13 @@ int main(int argc, char** argv) {
     config.algorithm = gradsync::parse_algorithm(algorithm);
     config.segment_bytes = segment_bytes;
     config.join_timeout = std::chrono::milliseconds(join_timeout_ms);
+    config.spin = std::chrono::microseconds(spin_us);
     spdlog::set_pattern("[%H:%M:%S.%e] [worker " + socket_path + "] [%l] %v");
     spdlog::info(
         "coordinator={} listen={} advertise={} socket={} rank={} algorithm={} "
-        "segment_bytes={} join_timeout_ms={}",
+        "segment_bytes={} spin_us={} join_timeout_ms={}",
         coordinator_address, listen, advertise.empty() ? "(auto)" : advertise, socket_path, rank,
-        algorithm, segment_bytes, join_timeout_ms);
+        algorithm, segment_bytes, spin_us, join_timeout_ms);
     stop_on_signals(socket_path);
     return gradsync::daemon::run_worker(config);
   } catch (const CLI::ParseError& error) {

@@ -120,10 +120,10 @@ class Worker {
     hello.set_rank(plan.rank);
     hello.set_world_size(plan.world_size);
     hello.set_generation(plan.generation);
-    OpQueue queue;
-    ClientServer server(std::move(client_listener), hello, queue);
+    ClientServer server(std::move(client_listener), hello,
+                        [this, &mesh](const PendingOp& op) { run_op(op, mesh); });
     spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);
-    while (true) run_op(queue.pop(), mesh);
+    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   }
 
  private:
@@ -227,6 +227,7 @@ class Worker {
     engine::ExecuteOptions options;
     options.op_id = mesh.next_op_id();
     options.segment_bytes = config_.segment_bytes;
+    options.spin = config_.spin;
     options.abort = &abort_;
     OpShape shape;
     Status status = prepare(pending, mesh.world_size(), options, shape);

@@ -20,6 +20,7 @@ struct WorkerConfig {
   int requested_rank = -1;
   std::optional<Algorithm> algorithm;  // forced for every op that asks for auto
   std::size_t segment_bytes = 1 << 20;
+  std::chrono::microseconds spin{0};
   std::chrono::milliseconds join_timeout{60'000};
   std::chrono::milliseconds heartbeat_interval{500};
 };

@@ -233,7 +233,7 @@ class OpRun {
         poll_ranks.push_back(peer);
       }
       if (options_.abort != nullptr) polls.push_back({options_.abort->fd(), POLLIN, 0});
-      const int ready = ::poll(polls.data(), polls.size(), options_.deadline.poll_timeout_ms());
+      const int ready = wait_for_events(polls);
       if (ready < 0 && errno != EINTR) {
         return Status(ErrorCode::internal, std::string("poll failed: ") + std::strerror(errno));
       }
@@ -257,6 +257,17 @@ class OpRun {
         }
       }
     }
+  }
+
+  // Spins on a non-blocking poll for up to spin_us before blocking: waking a blocked thread costs
+  // tens of microseconds on small machines, more than a whole small message takes.
+  int wait_for_events(std::vector<pollfd>& polls) {
+    const auto spin_until = net::Clock::now() + options_.spin;
+    while (net::Clock::now() < spin_until) {
+      const int ready = ::poll(polls.data(), polls.size(), 0);
+      if (ready != 0) return ready;
+    }
+    return ::poll(polls.data(), polls.size(), options_.deadline.poll_timeout_ms());
   }
 
   Status lose(int peer, const std::string& reason) {

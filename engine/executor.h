@@ -32,6 +32,7 @@ struct ExecuteOptions {
   std::size_t segment_bytes = 1 << 20;
   net::Deadline deadline = net::Deadline::after(std::chrono::seconds(60));
   const AbortSignal* abort = nullptr;  // watched while the op runs, if given
+  std::chrono::microseconds spin{0};   // busy-polling before each blocking wait
 };
 
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
