@@ -8,6 +8,7 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev
   libgtest-dev libbenchmark-dev
+  iproute2
 )
 
 missing=()

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# An emulated LAN on one machine (DESIGN.md §8): N network namespaces ("hosts"), each with a veth
+# into a bridge that lives in a namespace of its own, addresses in 10.77.0.0/24 (which exists only
+# inside these namespaces), every link shaped on both ends with tc tbf. Needs root.
+#
+#   deploy/lan.sh up   [--hosts N] [--rate R]     create the LAN (default 4 hosts, 1gbit)
+#   deploy/lan.sh down                            remove every namespace this script made
+#   deploy/lan.sh run  [--hosts N] [--rate R] -- CMD ARGS...
+#       create the LAN, start a coordinator on host 0 and one worker per host, run CMD on every
+#       host at once (with GRADSYNC_SOCKETS set to that host's worker, GRADSYNC_RANK to its rank),
+#       print host 0's output, tear everything down (also on failure or Ctrl-C); exits with the
+#       first non-zero status of CMD.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+bin="${GRADSYNC_BIN:-$here/../build/bin}"
+prefix="gslan"
+subnet="10.77.0"
+port=29500
+hosts=4
+rate="1gbit"
+
+host_ns() { echo "$prefix-h$1"; }
+bridge_ns="$prefix-br"
+work=""
+daemons=()
+
+usage() {
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+down() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$prefix-" || true); do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns"
+  done
+}
+
+shape() {  # NAMESPACE DEVICE: a token bucket at the link rate
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$rate" burst 256kb latency 50ms
+}
+
+up() {
+  down
+  ip netns add "$bridge_ns"
+  ip -n "$bridge_ns" link add br0 type bridge
+  ip -n "$bridge_ns" link set br0 up
+  local i ns
+  for ((i = 0; i < hosts; i++)); do
+    ns=$(host_ns "$i")
+    ip netns add "$ns"
+    ip link add "$prefix-v$i" type veth peer name "$prefix-b$i"
+    ip link set "$prefix-v$i" netns "$ns"
+    ip link set "$prefix-b$i" netns "$bridge_ns"
+    ip -n "$ns" link set "$prefix-v$i" name eth0
+    ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    ip -n "$bridge_ns" link set "$prefix-b$i" master br0 up
+    shape "$ns" eth0
+    shape "$bridge_ns" "$prefix-b$i"
+  done
+}
+
+# Stops the daemons this run started (by PID), then removes the LAN and the scratch folder.
+cleanup() {
+  local pid
+  for pid in "${daemons[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${daemons[@]}"; do wait "$pid" 2>/dev/null || true; done
+  down
+  [ -z "$work" ] || rm -rf "$work"
+}
+
+run() {
+  [ $# -gt 0 ] || usage
+  work=$(mktemp -d /tmp/gradsync-lan-XXXXXX)
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+  up
+  ip netns exec "$(host_ns 0)" "$bin/gradsyncd" coordinator --listen "$subnet.1:$port" \
+    --world-size "$hosts" >"$work/coordinator.log" 2>&1 &
+  daemons+=($!)
+  local i
+  for ((i = 0; i < hosts; i++)); do
+    ip netns exec "$(host_ns "$i")" "$bin/gradsyncd" worker --coordinator "$subnet.1:$port" \
+      --listen "$subnet.$((i + 1)):0" --socket "$work/rank$i.sock" --rank "$i" \
+      >"$work/rank$i.log" 2>&1 &
+    daemons+=($!)
+  done
+  for ((i = 0; i < hosts; i++)); do
+    local waited=0
+    until [ -S "$work/rank$i.sock" ]; do
+      sleep 0.05
+      waited=$((waited + 1))
+      if [ "$waited" -gt 600 ]; then
+        echo "lan: worker $i did not start; its log:" >&2
+        cat "$work/rank$i.log" >&2
+        exit 1
+      fi
+    done
+  done
+  local pids=()
+  for ((i = 0; i < hosts; i++)); do
+    ip netns exec "$(host_ns "$i")" env GRADSYNC_SOCKETS="$work/rank$i.sock" GRADSYNC_RANK="$i" \
+      "$@" >"$work/out$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  local status=0 result
+  for ((i = 0; i < hosts; i++)); do
+    result=0
+    wait "${pids[$i]}" || result=$?
+    if [ "$result" -ne 0 ] && [ "$status" -eq 0 ]; then
+      status=$result
+      echo "lan: the command failed on host $i (status $result):" >&2
+      cat "$work/out$i.txt" >&2
+    fi
+  done
+  cat "$work/out0.txt"
+  return "$status"
+}
+
+command=${1:-}
+[ -n "$command" ] || usage
+shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --hosts) hosts=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --) shift; break ;;
+    *) if [ "$command" = run ]; then break; else usage; fi ;;
+  esac
+done
+[[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] ||
+  { echo "lan: --hosts must be a number from 1 to 200" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "lan: needs root (network namespaces)" >&2; exit 2; }
+
+case "$command" in
+  up) up ;;
+  down) down ;;
+  run) run "$@" ;;
+  *) usage ;;
+esac

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The emulated LAN end to end: 4 hosts in network namespaces at 1 Gbit/s run a short all-reduce
+# benchmark with every result checked, a failing command fails the run, and neither leaves a
+# namespace behind. Needs root; without it the test reports itself skipped (exit 77), not passed.
+set -euo pipefail
+lan="$(dirname "$0")/../deploy/lan.sh"
+
+if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
+  echo "lan_test: skipped: needs root and network namespaces"
+  exit 77
+fi
+
+leftover() { ip netns list | grep -c '^gslan-' || true; }
+
+output=$("$lan" run --hosts 4 --rate 1gbit -- "$GRADSYNC_BIN/gradsync" bench --algorithm all \
+  --min-bytes 4 --max-bytes 1MiB --step-factor 256 --iters 3 --warmup 1)
+echo "$output"
+rows=$(echo "$output" | grep -cE '^ +[0-9]+ +[0-9]+ +f32 +sum ')
+[ "$rows" -eq 15 ] || { echo "lan_test: expected 15 benchmark rows, got $rows"; exit 1; }
+if echo "$output" | grep -E '^ +[0-9]+ +[0-9]+ +f32 +sum ' | awk '$NF != 0 { bad = 1 } END { exit !bad }'; then
+  echo "lan_test: a row has wrong results"
+  exit 1
+fi
+grep -q "4 ranks" <<<"$output" || { echo "lan_test: the bench did not see 4 ranks"; exit 1; }
+[ "$(leftover)" -eq 0 ] || { echo "lan_test: namespaces left after a run"; exit 1; }
+
+if "$lan" run --hosts 2 -- false 2>/dev/null; then
+  echo "lan_test: a failing command must fail the run"
+  exit 1
+fi
+[ "$(leftover)" -eq 0 ] || { echo "lan_test: namespaces left after a failed run"; exit 1; }
+echo "lan_test: passed"
