@@ -37,6 +37,7 @@ struct BenchOptions {
   std::string json_path;
   double alpha_us = 50;
   double beta_us_per_byte = 0.0005;
+  bool dry_run = false;
 };
 
 struct Row {
@@ -235,11 +236,7 @@ void write_json(const std::vector<Row>& rows, const BenchOptions& options, int w
   std::ofstream(options.json_path) << entries.dump(2) << "\n";
 }
 
-int run_bench(BenchOptions options) {
-  if (options.sockets.empty()) {
-    const char* from_environment = std::getenv("GRADSYNC_SOCKETS");
-    if (from_environment != nullptr) options.sockets = from_environment;
-  }
+int run_bench(const BenchOptions& options) {
   const std::vector<std::string> sockets = split(options.sockets);
   if (sockets.empty()) {
     throw CLI::ValidationError("--sockets",
@@ -263,12 +260,28 @@ int run_bench(BenchOptions options) {
   } else if (options.algorithm != "auto") {
     algorithms.push_back(*parse_algorithm(options.algorithm));
   }
+  if (options.dry_run) {
+    std::printf("gradsync bench: %zu sockets, %s to %s, algorithm %s: the options are valid\n",
+                sockets.size(), options.min_bytes.c_str(), options.max_bytes.c_str(),
+                options.algorithm.c_str());
+    return 0;
+  }
+  // Workers started beside this process (containers, scripts) may not serve clients yet.
   std::vector<Client> clients;
-  try {
-    for (const std::string& socket : sockets) clients.push_back(Client::connect(socket));
-  } catch (const ClientError& failure) {
-    std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
-    return 1;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (const std::string& socket : sockets) {
+    while (true) {
+      try {
+        clients.push_back(Client::connect(socket));
+        break;
+      } catch (const ClientError& failure) {
+        if (std::chrono::steady_clock::now() > give_up) {
+          std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
+          return 1;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
   }
   const bool prints = clients.front().rank() == 0;
   const int world_size = clients.front().world_size();
@@ -303,7 +316,8 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
       app.add_subcommand("bench", "All-reduce over a sweep of sizes; a table on rank 0");
   command->add_option("--sockets", options->sockets,
                       "Daemon sockets of the ranks this process drives, comma-separated "
-                      "(default: $GRADSYNC_SOCKETS, every rank of gradsync local)");
+                      "(gradsync local sets GRADSYNC_SOCKETS to every rank's)")
+      ->envname("GRADSYNC_SOCKETS");
   command->add_option("--dtype", options->dtype, "Element type")
       ->check(CLI::IsMember({"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}));
   command->add_option("--op", options->op, "Reduce op")
@@ -325,6 +339,7 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
       ->add_option("--beta-us-per-byte", options->beta_us_per_byte,
                    "Model time per byte for the predicted column")
       ->check(CLI::PositiveNumber);
+  command->add_flag("--dry-run", options->dry_run, "Check the options and exit without connecting");
   command->callback([options, &action] { action = [options] { return run_bench(*options); }; });
 }
 

@@ -47,6 +47,10 @@ gradsync::net::HostPort parse_address(const std::string& flag, const std::string
 int main(int argc, char** argv) {
   CLI::App app{"gradsyncd: the gradsync coordinator and worker daemon"};
   app.require_subcommand(1);
+  bool dry_run = false;
+  app.add_flag("--dry-run", dry_run,
+               "Check the configuration (flags and GRADSYNC_* variables), log it and exit")
+      ->envname("GRADSYNC_DRY_RUN");
 
   std::string listen;
   int world_size = 0;
@@ -129,6 +133,7 @@ int main(int argc, char** argv) {
           "listen={} world_size={} ready_file={} alpha_us={} beta_us_per_byte={} "
           "heartbeat_timeout_ms={}",
           listen, world_size, ready_file, alpha_us, beta_us_per_byte, heartbeat_timeout_ms);
+      if (dry_run) return 0;
       stop_on_signals("");
       return gradsync::daemon::run_coordinator(config);
     }
@@ -148,6 +153,7 @@ int main(int argc, char** argv) {
         "segment_bytes={} spin_us={} join_timeout_ms={}",
         coordinator_address, listen, advertise.empty() ? "(auto)" : advertise, socket_path, rank,
         algorithm, segment_bytes, spin_us, join_timeout_ms);
+    if (dry_run) return 0;
     stop_on_signals(socket_path);
     return gradsync::daemon::run_worker(config);
   } catch (const CLI::ParseError& error) {

@@ -8,7 +8,7 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev
   libgtest-dev libbenchmark-dev
-  iproute2
+  iproute2 python3 python3-yaml
 )
 
 missing=()
