@@ -10,6 +10,9 @@
 #       host at once (with GRADSYNC_SOCKETS set to that host's worker, GRADSYNC_RANK to its rank),
 #       print host 0's output, tear everything down (also on failure or Ctrl-C); exits with the
 #       first non-zero status of CMD.
+#   deploy/lan.sh compose [--rate R] [-- BENCH ARGS...]
+#       docker-compose.yml's topology on the LAN: one host per service, the same commands and
+#       environment; the bench service runs last (with BENCH ARGS instead of its own, if given).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,7 +29,7 @@ work=""
 daemons=()
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -121,6 +124,32 @@ run() {
   return "$status"
 }
 
+compose() {
+  work=$(mktemp -d /tmp/gradsync-lan-XXXXXX)
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+  local plan
+  plan=$(python3 "$here/compose_plan.py" "$here/../docker-compose.yml" "$subnet" "$work")
+  hosts=$(wc -l <<<"$plan")
+  up
+  local index=0 name program environment arguments
+  while IFS=$'\t' read -r name program environment arguments; do
+    if [ "$program" = gradsync ]; then
+      [ $# -eq 0 ] || arguments="${arguments%% *} $*"
+      # shellcheck disable=SC2086 # the plan's words are split on purpose
+      ip netns exec "$(host_ns "$index")" env $environment "$bin/$program" $arguments
+      return
+    fi
+    # shellcheck disable=SC2086
+    ip netns exec "$(host_ns "$index")" env $environment "$bin/$program" $arguments \
+      >"$work/$name.log" 2>&1 &
+    daemons+=($!)
+    index=$((index + 1))
+  done <<<"$plan"
+  echo "lan: docker-compose.yml has no gradsync (bench) service" >&2
+  return 1
+}
+
 command=${1:-}
 [ -n "$command" ] || usage
 shift
@@ -140,5 +169,6 @@ case "$command" in
   up) up ;;
   down) down ;;
   run) run "$@" ;;
+  compose) compose "$@" ;;
   *) usage ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The emulated LAN end to end: 4 hosts in network namespaces at 1 Gbit/s run a short all-reduce
-# benchmark with every result checked, a failing command fails the run, and neither leaves a
-# namespace behind. Needs root; without it the test reports itself skipped (exit 77), not passed.
+# benchmark with every result checked, so does docker-compose.yml's topology with its own
+# environment, a failing command fails the run, and none leaves a namespace behind. Needs root; without it the test reports itself skipped (exit 77), not passed.
 set -euo pipefail
 lan="$(dirname "$0")/../deploy/lan.sh"
 
@@ -23,6 +23,14 @@ if echo "$output" | grep -E '^ +[0-9]+ +[0-9]+ +f32 +sum ' | awk '$NF != 0 { bad
 fi
 grep -q "4 ranks" <<<"$output" || { echo "lan_test: the bench did not see 4 ranks"; exit 1; }
 [ "$(leftover)" -eq 0 ] || { echo "lan_test: namespaces left after a run"; exit 1; }
+
+# docker-compose.yml's own topology and environment, on the LAN.
+output=$("$lan" compose --rate 1gbit -- --algorithm auto --min-bytes 4 --max-bytes 64KiB \
+  --step-factor 64 --iters 3 --warmup 1)
+echo "$output"
+rows=$(echo "$output" | grep -cE '^ +[0-9]+ +[0-9]+ +f32 +sum .* 0$')
+[ "$rows" -eq 3 ] || { echo "lan_test: the compose topology gave $rows correct rows, not 3"; exit 1; }
+[ "$(leftover)" -eq 0 ] || { echo "lan_test: namespaces left after the compose run"; exit 1; }
 
 if "$lan" run --hosts 2 -- false 2>/dev/null; then
   echo "lan_test: a failing command must fail the run"
