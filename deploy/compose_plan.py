@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Turns docker-compose.yml into the plan deploy/lan.sh runs on its emulated LAN: one host per
 service, in file order, with the same command and environment, service names replaced by the host
 addresses and the shared socket volume by a local folder. Prints one line per service:

@@ -129,7 +129,7 @@ compose() {
   trap cleanup EXIT
   trap 'exit 130' INT TERM
   local plan
-  plan=$(python3 "$here/compose_plan.py" "$here/../docker-compose.yml" "$subnet" "$work")
+  plan=$(/usr/bin/python3 "$here/compose_plan.py" "$here/../docker-compose.yml" "$subnet" "$work")
   hosts=$(wc -l <<<"$plan")
   up
   local index=0 name program environment arguments

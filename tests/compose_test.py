@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """What can be checked of the containers without a Docker engine: docker-compose.yml parses, has a
 coordinator, one worker per rank and a bench service, every GRADSYNC_* variable it sets is one the
 binaries declare, every service's command line is accepted by the real binaries (--dry-run), and
