@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/bench_report.h"
 #include "cli/size_list.h"
 #include "client/gradsync_client.h"
 #include "collective/algorithms.h"
@@ -40,17 +41,6 @@ struct BenchOptions {
   bool dry_run = false;
 };
 
-struct Row {
-  std::uint64_t bytes = 0;
-  std::uint64_t count = 0;
-  std::string algorithm;
-  double time_us = 0;
-  double algbw = 0;  // GB/s
-  double busbw = 0;
-  double predicted_us = 0;
-  int wrong = 0;
-};
-
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -71,7 +61,7 @@ class Bench {
 
   // One row: every rank runs warmup + iters ops; time is the median over iterations of the
   // slowest rank's time.
-  Row measure(std::uint64_t bytes, std::optional<Algorithm> algorithm) {
+  BenchRow measure(std::uint64_t bytes, std::optional<Algorithm> algorithm) {
     const std::size_t size = element_size(type_);
     const std::uint64_t count = std::max<std::uint64_t>(bytes / size, 1);
     const int p = clients_.front().world_size();
@@ -117,14 +107,10 @@ class Bench {
         slowest[k] = std::max(slowest[k], rank_times[k]);
       }
     }
-    std::nth_element(slowest.begin(), slowest.begin() + slowest.size() / 2, slowest.end());
-    Row row;
-    row.bytes = count * size;
-    row.count = count;
-    row.algorithm = algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used));
-    row.time_us = slowest[slowest.size() / 2];
-    row.algbw = static_cast<double>(row.bytes) / row.time_us / 1e3;
-    row.busbw = row.algbw * 2.0 * (p - 1) / p;
+    BenchRow row =
+        make_row(count * size, count,
+                 algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used)),
+                 median(slowest), p);
     row.predicted_us = estimate_cost({Collective::allreduce, p, count, size}, used,
                                      {options_.alpha_us, options_.beta_us_per_byte})
                            .time_us;
@@ -199,43 +185,6 @@ class Bench {
   ReduceOp op_;
 };
 
-void print_table(const std::vector<Row>& rows, const BenchOptions& options, int world_size) {
-  std::printf(
-      "# gradsync bench: allreduce, %d ranks, %s %s, %d iterations after %d warm-up; "
-      "time is the median of the slowest rank\n",
-      world_size, options.dtype.c_str(), options.op.c_str(), options.iters, options.warmup);
-  std::printf("# predicted: alpha = %g us, beta = %g us/byte\n", options.alpha_us,
-              options.beta_us_per_byte);
-  std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s\n", "size(B)", "count", "type",
-              "redop", "algorithm", "time(us)", "algbw", "busbw", "predicted", "#wrong");
-  for (const Row& row : rows) {
-    std::printf("%12llu %12llu %6s %6s %-24s %12.1f %8.3f %8.3f %12.1f %7d\n",
-                static_cast<unsigned long long>(row.bytes),
-                static_cast<unsigned long long>(row.count), options.dtype.c_str(),
-                options.op.c_str(), row.algorithm.c_str(), row.time_us, row.algbw, row.busbw,
-                row.predicted_us, row.wrong);
-  }
-}
-
-void write_json(const std::vector<Row>& rows, const BenchOptions& options, int world_size) {
-  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
-  for (const Row& row : rows) {
-    entries.push_back({{"collective", "allreduce"},
-                       {"ranks", world_size},
-                       {"bytes", row.bytes},
-                       {"count", row.count},
-                       {"dtype", options.dtype},
-                       {"op", options.op},
-                       {"algorithm", row.algorithm},
-                       {"time_us", row.time_us},
-                       {"algbw_gbps", row.algbw},
-                       {"busbw_gbps", row.busbw},
-                       {"predicted_us", row.predicted_us},
-                       {"wrong", row.wrong}});
-  }
-  std::ofstream(options.json_path) << entries.dump(2) << "\n";
-}
-
 int run_bench(const BenchOptions& options) {
   const std::vector<std::string> sockets = split(options.sockets);
   if (sockets.empty()) {
@@ -287,7 +236,7 @@ int run_bench(const BenchOptions& options) {
   const int world_size = clients.front().world_size();
   Bench bench(options, std::move(clients), *parse_data_type(options.dtype),
               *parse_reduce_op(options.op));
-  std::vector<Row> rows;
+  std::vector<BenchRow> rows;
   try {
     for (double bytes = static_cast<double>(*min_bytes); bytes <= static_cast<double>(*max_bytes);
          bytes *= options.step_factor) {
@@ -300,11 +249,16 @@ int run_bench(const BenchOptions& options) {
     return 1;
   }
   if (prints) {
-    print_table(rows, options, world_size);
-    if (!options.json_path.empty()) write_json(rows, options, world_size);
+    char model[96];
+    std::snprintf(model, sizeof model, "predicted: alpha = %g us, beta = %g us/byte",
+                  options.alpha_us, options.beta_us_per_byte);
+    const BenchSetup setup{"gradsync bench", world_size,     options.dtype, options.op,
+                           options.iters,    options.warmup, model};
+    print_bench_table(setup, rows);
+    if (!options.json_path.empty()) write_bench_json(options.json_path, setup, rows);
   }
   const bool all_correct =
-      std::all_of(rows.begin(), rows.end(), [](const Row& row) { return row.wrong == 0; });
+      std::all_of(rows.begin(), rows.end(), [](const BenchRow& row) { return row.wrong == 0; });
   return all_correct ? 0 : 3;
 }
 
@@ -314,9 +268,10 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* command =
       app.add_subcommand("bench", "All-reduce over a sweep of sizes; a table on rank 0");
-  command->add_option("--sockets", options->sockets,
-                      "Daemon sockets of the ranks this process drives, comma-separated "
-                      "(gradsync local sets GRADSYNC_SOCKETS to every rank's)")
+  command
+      ->add_option("--sockets", options->sockets,
+                   "Daemon sockets of the ranks this process drives, comma-separated "
+                   "(gradsync local sets GRADSYNC_SOCKETS to every rank's)")
       ->envname("GRADSYNC_SOCKETS");
   command->add_option("--dtype", options->dtype, "Element type")
       ->check(CLI::IsMember({"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}));

@@ -1,0 +1,63 @@
+#include "cli/bench_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace gradsync::cli {
+
+BenchRow make_row(std::uint64_t bytes, std::uint64_t count, std::string algorithm, double time_us,
+                  int world_size) {
+  BenchRow row;
+  row.bytes = bytes;
+  row.count = count;
+  row.algorithm = std::move(algorithm);
+  row.time_us = time_us;
+  row.algbw = time_us > 0 ? static_cast<double>(bytes) / time_us / 1e3 : 0;
+  row.busbw = row.algbw * 2.0 * (world_size - 1) / world_size;
+  return row;
+}
+
+void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& rows) {
+  std::printf(
+      "# %s: allreduce, %d ranks, %s %s, %d iterations after %d warm-up; time is the "
+      "median of the slowest rank\n",
+      setup.system.c_str(), setup.world_size, setup.dtype.c_str(), setup.op.c_str(), setup.iters,
+      setup.warmup);
+  if (!setup.note.empty()) std::printf("# %s\n", setup.note.c_str());
+  std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s\n", "size(B)", "count", "type",
+              "redop", "algorithm", "time(us)", "algbw", "busbw", "predicted", "#wrong");
+  for (const BenchRow& row : rows) {
+    char predicted[32] = "-";
+    if (row.predicted_us >= 0) std::snprintf(predicted, sizeof predicted, "%.1f", row.predicted_us);
+    std::printf("%12llu %12llu %6s %6s %-24s %12.1f %8.3f %8.3f %12s %7d\n",
+                static_cast<unsigned long long>(row.bytes),
+                static_cast<unsigned long long>(row.count), setup.dtype.c_str(), setup.op.c_str(),
+                row.algorithm.c_str(), row.time_us, row.algbw, row.busbw, predicted, row.wrong);
+  }
+  std::fflush(stdout);
+}
+
+void write_bench_json(const std::string& path, const BenchSetup& setup,
+                      const std::vector<BenchRow>& rows) {
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const BenchRow& row : rows) {
+    nlohmann::ordered_json entry = {
+        {"system", setup.system},  {"collective", "allreduce"},  {"ranks", setup.world_size},
+        {"bytes", row.bytes},      {"count", row.count},         {"dtype", setup.dtype},
+        {"op", setup.op},          {"algorithm", row.algorithm}, {"time_us", row.time_us},
+        {"algbw_gbps", row.algbw}, {"busbw_gbps", row.busbw},    {"wrong", row.wrong}};
+    if (row.predicted_us >= 0) entry["predicted_us"] = row.predicted_us;
+    entries.push_back(std::move(entry));
+  }
+  std::ofstream(path) << entries.dump(2) << "\n";
+}
+
+double median(std::vector<double>& values) {
+  if (values.empty()) return 0;
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace gradsync::cli

@@ -1,0 +1,41 @@
+// The rows an all-reduce benchmark prints, in the columns of nccl-tests (DESIGN.md §8), shared by
+// `gradsync bench` and the peer benchmarks (bench/peers) so that their tables line up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradsync::cli {
+
+struct BenchRow {
+  std::uint64_t bytes = 0;
+  std::uint64_t count = 0;
+  std::string algorithm;
+  double time_us = 0;
+  double algbw = 0;          // GB/s: bytes / time
+  double busbw = 0;          // GB/s: algbw · 2(p − 1)/p
+  double predicted_us = -1;  // negative: no model
+  int wrong = 0;             // results that differ from the exact reference
+};
+
+struct BenchSetup {
+  std::string system = "gradsync";
+  int world_size = 1;
+  std::string dtype = "f32";
+  std::string op = "sum";
+  int iters = 0;
+  int warmup = 0;
+  std::string note;  // one more header line, if any
+};
+
+// Fills algbw and busbw from bytes, time and the world size.
+BenchRow make_row(std::uint64_t bytes, std::uint64_t count, std::string algorithm, double time_us,
+                  int world_size);
+void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& rows);
+void write_bench_json(const std::string& path, const BenchSetup& setup,
+                      const std::vector<BenchRow>& rows);
+// The median of `values` (which it reorders); 0 for none.
+double median(std::vector<double>& values);
+
+}  // namespace gradsync::cli
