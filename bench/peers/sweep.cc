@@ -1,0 +1,96 @@
+#include "sweep.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "cli/size_list.h"
+
+namespace gradsync::peers {
+
+namespace {
+
+[[noreturn]] void usage(const std::string& program, const std::string& problem) {
+  std::fprintf(stderr,
+               "%s: %s\nusage: %s [--min-bytes N] [--max-bytes N] [--step-factor F] [--iters N] "
+               "[--warmup N] [--json FILE] [--algorithm A]\n",
+               program.c_str(), problem.c_str(), program.c_str());
+  std::exit(2);
+}
+
+std::vector<float> pattern(int rank, std::uint64_t count) {
+  std::vector<float> values(count);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    values[i] = static_cast<float>((static_cast<std::uint64_t>(rank) + i) % 4);
+  }
+  return values;
+}
+
+bool is_exact_sum(const std::vector<float>& result, int world_size) {
+  for (std::uint64_t i = 0; i < result.size(); ++i) {
+    std::uint64_t sum = 0;
+    for (int r = 0; r < world_size; ++r) sum += (static_cast<std::uint64_t>(r) + i) % 4;
+    if (result[i] != static_cast<float>(sum)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+SweepOptions parse_sweep(int argc, char** argv, const std::string& program) {
+  SweepOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (i + 1 >= argc) usage(program, "'" + std::string(flag) + "' needs a value");
+    const std::string value = argv[++i];
+    const auto size = cli::parse_size(value);
+    if (flag == "--min-bytes" && size && *size > 0) {
+      options.min_bytes = *size;
+    } else if (flag == "--max-bytes" && size) {
+      options.max_bytes = *size;
+    } else if (flag == "--step-factor" && std::atof(value.c_str()) > 1.0) {
+      options.step_factor = std::atof(value.c_str());
+    } else if (flag == "--iters" && std::atoi(value.c_str()) > 0) {
+      options.iters = std::atoi(value.c_str());
+    } else if (flag == "--warmup" && std::atoi(value.c_str()) >= 0) {
+      options.warmup = std::atoi(value.c_str());
+    } else if (flag == "--json") {
+      options.json_path = value;
+    } else if (flag == "--algorithm") {
+      options.algorithm = value;
+    } else {
+      usage(program, "bad option '" + std::string(flag) + " " + value + "'");
+    }
+  }
+  return options;
+}
+
+std::vector<std::uint64_t> sweep_counts(const SweepOptions& options) {
+  std::vector<std::uint64_t> counts;
+  for (double bytes = static_cast<double>(options.min_bytes);
+       bytes <= static_cast<double>(options.max_bytes); bytes *= options.step_factor) {
+    counts.push_back(std::max<std::uint64_t>(static_cast<std::uint64_t>(bytes) / 4, 1));
+  }
+  return counts;
+}
+
+RankTimes time_iterations(std::uint64_t count, int rank, int world_size,
+                          const SweepOptions& options,
+                          const std::function<void(float*, std::uint64_t)>& allreduce) {
+  const std::vector<float> pristine = pattern(rank, count);
+  std::vector<float> data;
+  RankTimes times;
+  for (int iteration = 0; iteration < options.warmup + options.iters; ++iteration) {
+    data = pristine;
+    const auto start = std::chrono::steady_clock::now();
+    allreduce(data.data(), count);
+    const auto stop = std::chrono::steady_clock::now();
+    if (iteration < options.warmup) continue;
+    times.us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    if (!is_exact_sum(data, world_size)) ++times.wrong;
+  }
+  return times;
+}
+
+}  // namespace gradsync::peers

@@ -1,0 +1,40 @@
+// What every peer benchmark (Open MPI, Gloo) shares with `gradsync bench`: the command line of
+// the size sweep, the rank-derived input whose exact sum is known, and the timing of one row.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gradsync::peers {
+
+struct SweepOptions {
+  std::uint64_t min_bytes = 4;
+  std::uint64_t max_bytes = 64ull << 20;
+  double step_factor = 4;
+  int iters = 20;
+  int warmup = 5;
+  std::string json_path;
+  std::string algorithm;  // the program's own choice, where it has several
+};
+
+// --min-bytes --max-bytes --step-factor --iters --warmup --json --algorithm; exits with a
+// message on anything else.
+SweepOptions parse_sweep(int argc, char** argv, const std::string& program);
+
+// f32 element counts of the sweep, as gradsync bench makes them.
+std::vector<std::uint64_t> sweep_counts(const SweepOptions& options);
+
+struct RankTimes {
+  std::vector<double> us;  // one per timed iteration
+  int wrong = 0;           // iterations whose result was not the exact sum
+};
+
+// Runs warmup + iters in-place sums of `count` floats through `allreduce`, refilling the input
+// (element i of rank r is (r + i) mod 4) before each and checking each result.
+RankTimes time_iterations(std::uint64_t count, int rank, int world_size,
+                          const SweepOptions& options,
+                          const std::function<void(float*, std::uint64_t)>& allreduce);
+
+}  // namespace gradsync::peers

@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""torch.distributed all-reduce with the gloo backend (Debian's python3-torch), float32 sum in
+place, over the same sweep and in the same columns as gradsync bench. One process per rank:
+RANK, WORLD_SIZE and TORCH_STORE (a file all ranks share for the rendezvous)."""
+import argparse
+import json
+import os
+import re
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def size(text):
+    match = re.fullmatch(r"(\d+)(KiB|MiB|GiB)?", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size in bytes")
+    return int(match.group(1)) << {None: 0, "KiB": 10, "MiB": 20, "GiB": 30}[match.group(2)]
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--min-bytes", type=size, default=4)
+parser.add_argument("--max-bytes", type=size, default=64 << 20)
+parser.add_argument("--step-factor", type=float, default=4)
+parser.add_argument("--iters", type=int, default=20)
+parser.add_argument("--warmup", type=int, default=5)
+parser.add_argument("--json")
+options = parser.parse_args()
+
+rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo", init_method="file://" + os.environ["TORCH_STORE"], rank=rank,
+                        world_size=world_size)
+rows = []
+bytes_ = float(options.min_bytes)
+while bytes_ <= options.max_bytes:
+    count = max(int(bytes_) // 4, 1)
+    index = torch.arange(count, dtype=torch.int64)
+    pristine = ((index + rank) % 4).to(torch.float32)
+    expected = sum(((index + r) % 4) for r in range(world_size)).to(torch.float32)
+    times, wrong = [], 0
+    for iteration in range(options.warmup + options.iters):
+        data = pristine.clone()
+        start = time.perf_counter()
+        dist.all_reduce(data, op=dist.ReduceOp.SUM)
+        elapsed = (time.perf_counter() - start) * 1e6
+        if iteration >= options.warmup:
+            times.append(elapsed)
+            wrong += 0 if torch.equal(data, expected) else 1
+    slowest = torch.tensor(times + [wrong], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    median = statistics.median(slowest[:-1].tolist())
+    algbw = count * 4 / median / 1e3
+    rows.append({"bytes": count * 4, "count": count, "time_us": median, "algbw_gbps": algbw,
+                 "busbw_gbps": algbw * 2 * (world_size - 1) / world_size,
+                 "wrong": int(slowest[-1])})
+    bytes_ *= options.step_factor
+
+if rank == 0:
+    print(f"# torch.distributed (gloo): allreduce, {world_size} ranks, f32 sum, {options.iters} "
+          f"iterations after {options.warmup} warm-up; time is the median of the slowest rank")
+    print(f"{'size(B)':>12} {'count':>12} {'type':>6} {'redop':>6} {'algorithm':<24} "
+          f"{'time(us)':>12} {'algbw':>8} {'busbw':>8} {'predicted':>12} {'#wrong':>7}")
+    for row in rows:
+        print(f"{row['bytes']:>12} {row['count']:>12} {'f32':>6} {'sum':>6} {'torch:gloo':<24} "
+              f"{row['time_us']:>12.1f} {row['algbw_gbps']:>8.3f} {row['busbw_gbps']:>8.3f} "
+              f"{'-':>12} {row['wrong']:>7}")
+    if options.json:
+        with open(options.json, "w") as file:
+            json.dump([{"system": "torch.distributed (gloo)", "ranks": world_size, **row}
+                       for row in rows], file, indent=2)
+dist.destroy_process_group()
