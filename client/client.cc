@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "client/gradsync_client.h"
@@ -35,6 +37,7 @@ struct PooledRegion {
   std::uint64_t id = 0;
   net::SharedRegion memory;
   bool busy = false;
+  bool lent = false;  // to the caller as a SharedTensor: out of the pool until given back
 };
 
 struct OpState {
@@ -93,7 +96,14 @@ class ClientConnection {
     state->output_offset = submission.output_offset;
     state->output_bytes = submission.output_bytes;
     state->deadline = net::Deadline::after(options.timeout + kResultGrace);
-    if (bytes > 0) {
+    PooledRegion* lent = lent_region_at(submission.input);
+    const bool in_place = submission.input == submission.output && submission.input_offset == 0 &&
+                          submission.output_offset == 0;
+    if (bytes > 0 && lent != nullptr && in_place && lent->memory.size() >= bytes) {
+      // The caller's tensor already lives in the daemon's view: nothing to copy either way.
+      state->region = lent;
+      state->output_bytes = 0;
+    } else if (bytes > 0) {
       state->region = &acquire_region(bytes);
       if (submission.input_bytes > 0) {
         std::memcpy(state->region->memory.data() + submission.input_offset, submission.input,
@@ -144,10 +154,30 @@ class ClientConnection {
     throw_if_failed(state.status);
   }
 
+  PooledRegion* lend(std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    PooledRegion& region = acquire_region(bytes);
+    region.lent = true;
+    return &region;
+  }
+
+  void give_back(PooledRegion* region) {
+    std::lock_guard lock(mutex_);
+    region->lent = false;
+    region->busy = false;
+  }
+
  private:
+  PooledRegion* lent_region_at(const void* address) {
+    for (auto& region : regions_) {
+      if (region->lent && region->memory.data() == address) return region.get();
+    }
+    return nullptr;
+  }
+
   PooledRegion& acquire_region(std::uint64_t bytes) {
     for (auto& region : regions_) {
-      if (!region->busy && region->memory.size() >= bytes) {
+      if (!region->busy && !region->lent && region->memory.size() >= bytes) {
         region->busy = true;
         return *region;
       }
@@ -167,7 +197,7 @@ class ClientConnection {
   }
 
   void release(OpState& state) {
-    if (state.region != nullptr) state.region->busy = false;
+    if (state.region != nullptr && !state.region->lent) state.region->busy = false;
     state.region = nullptr;
   }
 
@@ -201,6 +231,32 @@ class ClientConnection {
   std::vector<std::unique_ptr<PooledRegion>> regions_;
   std::map<std::uint64_t, std::shared_ptr<OpState>> in_flight_;
 };
+
+SharedTensor::SharedTensor(SharedTensor&& other) noexcept
+    : connection_(std::exchange(other.connection_, nullptr)),
+      region_(std::exchange(other.region_, nullptr)) {}
+
+SharedTensor& SharedTensor::operator=(SharedTensor&& other) noexcept {
+  if (this != &other) {
+    if (region_ != nullptr) connection_->give_back(region_);
+    connection_ = std::exchange(other.connection_, nullptr);
+    region_ = std::exchange(other.region_, nullptr);
+  }
+  return *this;
+}
+
+SharedTensor::~SharedTensor() {
+  if (region_ != nullptr) connection_->give_back(region_);
+}
+
+std::byte* SharedTensor::data() const {
+  return region_ != nullptr ? region_->memory.data() : nullptr;
+}
+std::size_t SharedTensor::size() const { return region_ != nullptr ? region_->memory.size() : 0; }
+
+SharedTensor Client::allocate(std::size_t bytes) {
+  return SharedTensor(connection_.get(), connection_->lend(std::max<std::size_t>(bytes, 1)));
+}
 
 void Handle::wait() {
   if (!state_) throw ClientError(Status(ErrorCode::invalid_argument, "wait() on an empty handle"));

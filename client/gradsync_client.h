@@ -40,7 +40,34 @@ class ClientError : public std::runtime_error {
 };
 
 struct OpState;          // internal
+struct PooledRegion;     // internal
 class ClientConnection;  // internal
+
+// Memory the daemon shares with this process. An in-place op (allreduce, broadcast) on a
+// SharedTensor's data() moves no bytes between the client and the daemon: no copy in, no copy
+// out. Other pointers work too, at the price of those two copies. A SharedTensor must not outlive
+// its Client, and only one op may use it at a time.
+class SharedTensor {
+ public:
+  SharedTensor() = default;
+  SharedTensor(SharedTensor&& other) noexcept;
+  SharedTensor& operator=(SharedTensor&& other) noexcept;
+  ~SharedTensor();
+
+  std::byte* data() const;
+  std::size_t size() const;
+  template <typename T>
+  T* as() const {
+    return reinterpret_cast<T*>(data());
+  }
+
+ private:
+  friend class Client;
+  SharedTensor(ClientConnection* connection, PooledRegion* region)
+      : connection_(connection), region_(region) {}
+  ClientConnection* connection_ = nullptr;
+  PooledRegion* region_ = nullptr;
+};
 
 // An op in flight. wait() blocks until it is done (never past the op's timeout plus a grace
 // period), copies the result into the caller's buffer and throws ClientError if the op failed.
@@ -69,6 +96,9 @@ class Client {
 
   int rank() const;
   int world_size() const;
+
+  // At least `bytes` bytes of shared memory, for ops that copy nothing (see SharedTensor).
+  SharedTensor allocate(std::size_t bytes);
 
   // In place: `data` holds `count` elements on entry and their reduction on return.
   void allreduce(void* data, std::size_t count, DataType type, const OpOptions& options = {});

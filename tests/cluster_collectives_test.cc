@@ -2,6 +2,7 @@
 // local cluster, and ops submitted back to back without waiting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "collective/partition.h"
@@ -115,6 +116,46 @@ TEST_P(ClusterCollectives, OpsSubmittedBackToBackWithoutWaitingAllComplete) {
       if (tensors[i] != testing::expected_reduction(DataType::f32, ReduceOp::sum, p, 5000 + i)) {
         record("op " + std::to_string(i) + " rank " + std::to_string(rank));
       }
+    }
+  });
+  expect_no_failures();
+}
+
+TEST_P(ClusterCollectives, SharedTensorsReduceInPlaceWithoutCopies) {
+  const int p = GetParam();
+  testing::TestCluster cluster = testing::start_cluster(p);
+  ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    try {
+      SharedTensor tensor = client.allocate(300'000 * 4);
+      for (std::uint64_t n : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{300'000}}) {
+        const Bytes input = testing::contribution(DataType::f32, ReduceOp::sum, rank, n);
+        std::copy(input.begin(), input.end(), tensor.data());
+        // A private tensor in flight at the same time takes the copying path.
+        Bytes other = testing::contribution(DataType::i32, ReduceOp::max, rank, 77);
+        OpOptions maximum;
+        maximum.op = ReduceOp::max;
+        Handle pending = client.allreduce_async(other.data(), 77, DataType::i32, maximum);
+        client.allreduce(tensor.data(), n, DataType::f32);
+        pending.wait();
+        const Bytes expected = testing::expected_reduction(DataType::f32, ReduceOp::sum, p, n);
+        if (!std::equal(expected.begin(), expected.end(), tensor.data())) {
+          record("shared allreduce n=" + std::to_string(n) + " rank " + std::to_string(rank));
+        }
+        if (other != testing::expected_reduction(DataType::i32, ReduceOp::max, p, 77)) {
+          record("private allreduce beside a shared one, rank " + std::to_string(rank));
+        }
+      }
+      OpOptions from_first;
+      from_first.root = 0;
+      const Bytes root_bytes = testing::pattern(0, 5, 4000);
+      if (rank == 0) std::copy(root_bytes.begin(), root_bytes.end(), tensor.data());
+      client.broadcast(tensor.data(), 1000, DataType::f32, from_first);
+      if (!std::equal(root_bytes.begin(), root_bytes.end(), tensor.data())) {
+        record("shared broadcast rank " + std::to_string(rank));
+      }
+    } catch (const ClientError& error) {
+      record(error.what());
     }
   });
   expect_no_failures();
