@@ -1,0 +1,344 @@
+#!/usr/bin/python3
+"""Runs gradsync and its peers (Open MPI, Gloo, torch.distributed) side by side, interleaved
+(A B A B ..., so that drift on a shared machine hits every system alike), on loopback and on the
+emulated LAN of deploy/lan.sh, and writes BENCHMARKS.md with the tables, the ratio of gradsync to
+the best peer per size, the measured limits (iperf3, memcpy) and an SVG plot per setup.
+
+    sudo bench/compare.py                 # the full run (p = 4 and 8, loopback and 1 Gbit/s LAN)
+    sudo bench/compare.py --quick         # a short sweep, one repetition, for a smoke test
+
+Needs root for the LAN, scripts/install_peers.sh for the peers, and a build (scripts/build.sh).
+A peer whose program is missing is left out of the tables with a note saying so."""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.join(ROOT, "build", "bin")
+LAN = os.path.join(ROOT, "deploy", "lan.sh")
+TORCH = os.path.join(ROOT, "bench", "peers", "torch_allreduce.py")
+SUBNET = "10.77.0"
+SYSTEM_TIMEOUT = [300]  # seconds one system may take for one sweep (--timeout)
+
+
+def progress(message):
+    print(f"[compare {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run(argv, env=None, timeout=3600):
+    result = subprocess.run(argv, env={**os.environ, **(env or {})}, capture_output=True,
+                            text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}):\n"
+                           f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    return result.stdout
+
+
+def spawn_ranks(argv_of_rank, env_of_rank, netns_of_rank=None, timeout=None):
+    """Starts one process per rank and waits for all, at most `timeout` seconds (--timeout);
+    raises if any fails or the time runs out, killing every rank first."""
+    timeout = timeout or SYSTEM_TIMEOUT[0]
+    processes = []
+    for rank, argv in enumerate(argv_of_rank):
+        prefix = ["ip", "netns", "exec", netns_of_rank(rank)] if netns_of_rank else []
+        processes.append(subprocess.Popen(prefix + argv, env={**os.environ, **env_of_rank(rank)},
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
+    try:
+        deadline = time.monotonic() + timeout
+        outputs = [process.communicate(timeout=max(deadline - time.monotonic(), 1))[0]
+                   for process in processes]
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            process.kill()
+            process.wait()
+        raise RuntimeError(f"{argv_of_rank[0][0]} timed out after {timeout} s")
+    for rank, process in enumerate(processes):
+        if process.returncode != 0:
+            raise RuntimeError(f"rank {rank} of {argv_of_rank[0][0]} failed:\n{outputs[rank][-2000:]}")
+    return outputs[0]
+
+
+class Setup:
+    def __init__(self, name, ranks, lan_rate=None):
+        self.name, self.ranks, self.lan_rate = name, ranks, lan_rate
+
+    def host_ns(self, rank):
+        return f"gslan-h{rank}"
+
+    def host(self, rank):
+        return f"{SUBNET}.{rank + 1}" if self.lan_rate else "127.0.0.1"
+
+
+def sweep_flags(options):
+    return ["--min-bytes", "4", "--max-bytes", options.max_bytes, "--step-factor",
+            str(options.step_factor), "--iters", str(options.iters), "--warmup", str(options.warmup)]
+
+
+def gradsync_rows(setup, options, json_path):
+    bench = [os.path.join(BIN, "gradsync"), "bench", "--json", json_path] + sweep_flags(options)
+    if setup.lan_rate:
+        run([LAN, "run", "--hosts", str(setup.ranks), "--rate", setup.lan_rate, "--"] + bench)
+    else:
+        run([os.path.join(BIN, "gradsync"), "local", "--workers", str(setup.ranks), "--"] + bench)
+
+
+def mpi_rows(setup, options, json_path):
+    if setup.lan_rate:
+        raise NotImplementedError("Open MPI across the LAN namespaces is not wired up yet")
+    run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(setup.ranks), "--mca",
+         "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
+         os.path.join(BIN, "mpi_allreduce"), "--json", json_path] + sweep_flags(options))
+
+
+def with_lan(setup, body):
+    if not setup.lan_rate:
+        return body()
+    run([LAN, "up", "--hosts", str(setup.ranks), "--rate", setup.lan_rate])
+    try:
+        return body()
+    finally:
+        run([LAN, "down"])
+
+
+def gloo_rows(algorithm):
+    def rows(setup, options, json_path):
+        store = tempfile.mkdtemp(prefix="gradsync-gloo-")
+        argv = [os.path.join(BIN, "gloo_allreduce"), "--algorithm", algorithm, "--json",
+                json_path] + sweep_flags(options)
+        env = lambda rank: {"RANK": str(rank), "WORLD_SIZE": str(setup.ranks),
+                            "GLOO_STORE": store, "GLOO_HOSTNAME": setup.host(rank)}
+        try:
+            with_lan(setup, lambda: spawn_ranks([argv] * setup.ranks, env,
+                                                setup.host_ns if setup.lan_rate else None))
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
+    return rows
+
+
+def torch_rows(setup, options, json_path):
+    store = tempfile.mktemp(prefix="gradsync-torch-")
+    argv = ["/usr/bin/python3", TORCH, "--json", json_path] + sweep_flags(options)
+    env = lambda rank: {"RANK": str(rank), "WORLD_SIZE": str(setup.ranks), "TORCH_STORE": store,
+                        "GLOO_SOCKET_IFNAME": "eth0" if setup.lan_rate else "lo"}
+    try:
+        with_lan(setup, lambda: spawn_ranks([argv] * setup.ranks, env,
+                                            setup.host_ns if setup.lan_rate else None))
+    finally:
+        if os.path.exists(store):
+            os.remove(store)
+
+
+SYSTEMS = [
+    ("gradsync", "gradsync", gradsync_rows),
+    ("Open MPI", "mpi_allreduce", mpi_rows),
+    ("Gloo", "gloo_allreduce", gloo_rows("default")),
+    ("Gloo ring_chunked", "gloo_allreduce", gloo_rows("ring_chunked")),
+    ("Gloo halving_doubling", "gloo_allreduce", gloo_rows("halving_doubling")),
+    ("torch.distributed (gloo)", None, torch_rows),
+]
+
+
+def available(program):
+    if program is None:
+        return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"],
+                              capture_output=True).returncode == 0
+    if program == "mpi_allreduce" and shutil.which("mpirun") is None:
+        return False
+    return os.path.exists(os.path.join(BIN, program))
+
+
+def measure(setups, options):
+    """results[setup][system][bytes] = list of (time_us, wrong), one per repetition."""
+    results = {setup.name: {} for setup in setups}
+    notes = []
+    systems = [(name, run_rows) for name, program, run_rows in SYSTEMS if available(program)]
+    for name, program, _ in SYSTEMS:
+        if not available(program):
+            notes.append(f"{name}: not installed here (scripts/install_peers.sh), left out")
+    for repetition in range(options.repetitions):
+        for setup in setups:
+            for name, run_rows in systems:
+                progress(f"repetition {repetition + 1}/{options.repetitions}: {setup.name}: {name}")
+                with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as file:
+                    json_path = file.name
+                try:
+                    run_rows(setup, options, json_path)
+                    with open(json_path) as file:
+                        rows = json.load(file)
+                except NotImplementedError as reason:
+                    note = f"{name} on {setup.name}: {reason}"
+                    if note not in notes:
+                        notes.append(note)
+                    continue
+                except (RuntimeError, subprocess.TimeoutExpired) as failure:
+                    notes.append(f"{name} on {setup.name}, repetition {repetition + 1}: "
+                                 f"failed: {str(failure).splitlines()[0]}")
+                    continue
+                finally:
+                    os.remove(json_path)
+                per_size = results[setup.name].setdefault(name, {})
+                for row in rows:
+                    per_size.setdefault(row["bytes"], []).append((row["time_us"], row["wrong"]))
+    return results, notes
+
+
+def busbw(bytes_, time_us, ranks):
+    return bytes_ / time_us / 1e3 * 2 * (ranks - 1) / ranks
+
+
+def limits(options):
+    found = {}
+    try:
+        output = run([os.path.join(BIN, "reduce_kernels_bench"), "--benchmark_filter=memcpy",
+                      "--benchmark_min_time=0.5", "--benchmark_format=json"])
+        found["memcpy 64 MiB"] = json.loads(output)["benchmarks"][0]["bytes_per_second"] / 1e9
+    except (RuntimeError, FileNotFoundError, KeyError, IndexError):
+        pass
+    if shutil.which("iperf3") is None:
+        return found
+    server = subprocess.Popen(["iperf3", "-s", "-1", "-B", "127.0.0.1"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    try:
+        report = json.loads(run(["iperf3", "-c", "127.0.0.1", "-t", "3", "-J"]))
+        found["iperf3 loopback, one stream"] = report["end"]["sum_received"]["bits_per_second"] / 8e9
+    finally:
+        server.wait(timeout=10)
+    if options.lan:
+        run([LAN, "up", "--hosts", "2", "--rate", options.rate])
+        try:
+            server = subprocess.Popen(["ip", "netns", "exec", "gslan-h0", "iperf3", "-s", "-1"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
+            report = json.loads(run(["ip", "netns", "exec", "gslan-h1", "iperf3", "-c",
+                                     f"{SUBNET}.1", "-t", "5", "-J"]))
+            found[f"iperf3 over the emulated LAN ({options.rate})"] = (
+                report["end"]["sum_received"]["bits_per_second"] / 8e9)
+            server.wait(timeout=10)
+        finally:
+            run([LAN, "down"])
+    return found
+
+
+def svg_plot(setup, systems):
+    """busbw against size, log x, one polyline per system."""
+    width, height, left, bottom, top, right = 720, 400, 60, 40, 20, 200
+    points = [(b, v) for series in systems.values() for b, v in series]
+    if not points:
+        return ""
+    xs = [b for b, _ in points]
+    import math
+    x_low, x_high = math.log2(min(xs)), math.log2(max(xs))
+    y_high = max(v for _, v in points) * 1.1 or 1
+    scale_x = lambda b: left + (math.log2(b) - x_low) / max(x_high - x_low, 1) * (width - left - right)
+    scale_y = lambda v: height - bottom - v / y_high * (height - bottom - top)
+    colors = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="11">',
+             f'<text x="{left}" y="14">{setup.name}: all-reduce busbw (GB/s) against size</text>',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>']
+    for exponent in range(int(x_low), int(x_high) + 1, 4):
+        x = scale_x(2 ** exponent)
+        label = f"{2 ** exponent}" if exponent < 10 else (f"{2 ** (exponent - 10)}K" if exponent < 20 else f"{2 ** (exponent - 20)}M")
+        parts.append(f'<text x="{x:.0f}" y="{height - bottom + 14}" text-anchor="middle">{label}</text>')
+    for step in range(5):
+        value = y_high * step / 4
+        parts.append(f'<text x="{left - 6}" y="{scale_y(value) + 4:.0f}" text-anchor="end">{value:.2f}</text>')
+    for index, (name, series) in enumerate(systems.items()):
+        color = colors[index % len(colors)]
+        line = " ".join(f"{scale_x(b):.1f},{scale_y(v):.1f}" for b, v in sorted(series))
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
+        parts.append(f'<text x="{width - right + 10}" y="{top + 16 * index + 10}" fill="{color}">{name}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def report(setups, results, notes, found, options, command):
+    lines = ["# Benchmarks", "",
+             f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M')}. Regenerate with that "
+             "command; every number below comes from this run.", "",
+             "## The machine", "",
+             f"- {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+             f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
+             f"Linux {platform.release()}",
+             f"- f32 sum in place; {options.iters} timed iterations after {options.warmup} warm-up "
+             f"per size; time = median over iterations of the slowest rank, then the median over "
+             f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(p−1)/p.", ""]
+    if found:
+        lines += ["## Measured limits", ""] + [f"- {name}: {value:.3f} GB/s" for name, value in found.items()] + [""]
+    for setup in setups:
+        systems = results[setup.name]
+        if not systems:
+            continue
+        sizes = sorted({b for per_size in systems.values() for b in per_size})
+        names = list(systems)
+        lines += [f"## {setup.name}", "", f"![busbw]({options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg)", "",
+                  "| size | " + " | ".join(f"{n} µs (busbw)" for n in names) + " | gradsync / best peer (time) |",
+                  "|---:|" + "---:|" * len(names) + "---:|"]
+        series = {n: [] for n in names}
+        for size in sizes:
+            cells, medians = [], {}
+            for name in names:
+                samples = systems[name].get(size)
+                if not samples:
+                    cells.append("–")
+                    continue
+                median = statistics.median(t for t, _ in samples)
+                wrong = sum(w for _, w in samples)
+                medians[name] = median
+                series[name].append((size, busbw(size, median, setup.ranks)))
+                cells.append(f"{median:.1f} ({busbw(size, median, setup.ranks):.3f})" + (f" **{wrong} wrong**" if wrong else ""))
+            peers = [t for n, t in medians.items() if n != "gradsync"]
+            ratio = f"{medians['gradsync'] / min(peers):.2f}" if "gradsync" in medians and peers else "–"
+            lines.append(f"| {size} | " + " | ".join(cells) + f" | {ratio} |")
+        lines.append("")
+        plot = svg_plot(setup, series)
+        path = os.path.join(ROOT, f"{options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg")
+        with open(path, "w") as file:
+            file.write(plot)
+    if notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
+    with open(os.path.join(ROOT, options.out), "w") as file:
+        file.write("\n".join(lines))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a short sweep, one repetition")
+    parser.add_argument("--no-lan", dest="lan", action="store_false", help="loopback only")
+    parser.add_argument("--rate", default="1gbit", help="the LAN's link rate")
+    parser.add_argument("--ranks", default="4,8", help="world sizes, comma-separated")
+    parser.add_argument("--repetitions", type=int, help="interleaved repetitions (default 3, quick 1)")
+    parser.add_argument("--timeout", type=int, default=300,
+                        help="seconds one peer may take for one sweep before it is left out")
+    parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--plot-prefix", default="benchmarks")
+    options = parser.parse_args()
+    SYSTEM_TIMEOUT[0] = options.timeout
+    options.max_bytes, options.step_factor = ("1MiB", 64) if options.quick else ("64MiB", 4)
+    options.iters, options.warmup = (3, 1) if options.quick else (10, 3)
+    if options.repetitions is None:
+        options.repetitions = 1 if options.quick else 3
+    if options.lan and os.geteuid() != 0:
+        parser.error("the LAN needs root (or pass --no-lan)")
+    ranks = [int(r) for r in options.ranks.split(",")]
+    setups = [Setup(f"loopback, p={p}", p) for p in ranks]
+    if options.lan:
+        setups += [Setup(f"LAN {options.rate}, p={p}", p, options.rate) for p in ranks]
+    results, notes = measure(setups, options)
+    found = limits(options)
+    report(setups, results, notes, found, options, "bench/compare.py " + " ".join(sys.argv[1:]))
+    progress(f"wrote {options.out}")
+
+
+if __name__ == "__main__":
+    main()
