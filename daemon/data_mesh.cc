@@ -60,13 +60,9 @@ Status form_data_mesh(const MeshPlan& plan, int listener, net::Deadline deadline
   sockets.clear();
   sockets.resize(plan.world_size);
   for (int peer = 0; peer < plan.rank; ++peer) {
-    // The lower rank may still be starting: retry until the deadline.
-    Status status;
-    do {
-      status = net::connect_tcp(plan.peers[peer], deadline, sockets[peer]);
-      if (!status.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    } while (!status.ok() && !deadline.expired());
-    if (!status.ok()) {
+    // The lower rank may still be starting.
+    if (Status status = net::connect_tcp_retrying(plan.peers[peer], deadline, sockets[peer]);
+        !status.ok()) {
       return Status(ErrorCode::peer_lost, "cannot reach rank " + std::to_string(peer) + " at " +
                                               plan.peers[peer].to_string() + ": " +
                                               status.message());

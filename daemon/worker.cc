@@ -132,12 +132,8 @@ class Worker {
       return status;
     }
     const auto deadline = net::Deadline::after(config_.join_timeout);
-    Status status;
-    do {
-      status = net::connect_tcp(config_.coordinator, deadline, control);
-      if (!status.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    } while (!status.ok() && !deadline.expired());
-    if (!status.ok()) {
+    if (Status status = net::connect_tcp_retrying(config_.coordinator, deadline, control);
+        !status.ok()) {
       return Status(status.code(), "cannot reach the coordinator at " +
                                        config_.coordinator.to_string() + ": " + status.message());
     }

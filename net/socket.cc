@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -159,6 +160,14 @@ Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket)
   }
   ::freeaddrinfo(result);
   return status;
+}
+
+Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd& socket) {
+  while (true) {
+    Status status = connect_tcp(address, deadline, socket);
+    if (status.ok() || deadline.expired()) return status;
+    ::poll(nullptr, 0, std::min(20, deadline.poll_timeout_ms()));
+  }
 }
 
 Status listen_unix(const std::string& path, UniqueFd& listener) {

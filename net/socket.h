@@ -29,6 +29,9 @@ HostPort local_address(int fd);
 HostPort peer_address(int fd);
 
 Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket);
+// Retries connect_tcp until it succeeds or the deadline passes: for a peer that may still be
+// starting. Returns the last attempt's error.
+Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd& socket);
 Status listen_unix(const std::string& path, UniqueFd& listener);
 Status connect_unix(const std::string& path, Deadline deadline, UniqueFd& socket);
 
