@@ -1,0 +1,52 @@
+// Bad command lines for gradsync bench, gradsync local and gradsyncd: each is refused at once with
+// a message naming what is wrong, and nothing starts.
+#include <gtest/gtest.h>
+
+#include "support/run_command.h"
+
+namespace gradsync {
+namespace {
+
+struct BadCommand {
+  std::string command;  // after the program path
+  std::string message;
+  bool daemon = false;  // gradsyncd rather than gradsync
+};
+
+class CliBadInput : public ::testing::TestWithParam<BadCommand> {};
+
+TEST_P(CliBadInput, IsRefusedWithAClearMessage) {
+  const BadCommand& bad = GetParam();
+  const std::string program = bad.daemon ? GRADSYNC_DAEMON : GRADSYNC_CLI;
+  // GRADSYNC_SOCKETS unset, so that no test depends on the caller's environment.
+  const auto result =
+      testing::run_command("env -u GRADSYNC_SOCKETS " + program + " " + bad.command);
+  EXPECT_NE(result.exit_code, 0) << result.out;
+  EXPECT_NE((result.err + result.out).find(bad.message), std::string::npos)
+      << result.err << result.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Commands, CliBadInput,
+    ::testing::Values(
+        BadCommand{"bench --dry-run",
+                   "no daemon sockets: give --sockets or run under gradsync local"},
+        BadCommand{"bench --sockets /tmp/x --min-bytes 0 --dry-run",
+                   "--min-bytes: '0' is not a size > 0"},
+        BadCommand{"bench --sockets /tmp/x --min-bytes 1KiB --max-bytes 4 --dry-run",
+                   "--max-bytes: '4' is not a size >= --min-bytes"},
+        BadCommand{"bench --sockets /tmp/x --algorithm bruck", "--algorithm: bruck not in"},
+        BadCommand{"bench --sockets /tmp/x --step-factor 1", "--step-factor"},
+        BadCommand{"local --workers 0", "--workers: Value 0 not in range 1 to 64"},
+        BadCommand{"local --workers 2 --segment-bytes 10", "--segment-bytes"},
+        BadCommand{"coordinator --listen 127.0.0.1:0 --world-size 0", "--world-size", true},
+        BadCommand{"coordinator --listen nowhere --world-size 2", "'nowhere' is not HOST:PORT",
+                   true},
+        BadCommand{"worker --coordinator 127.0.0.1:99999 --listen 127.0.0.1:0 --socket /tmp/s",
+                   "the port must be a number from 0 to 65535", true},
+        BadCommand{"worker --coordinator 127.0.0.1:1 --listen 127.0.0.1:0", "--socket is required",
+                   true},
+        BadCommand{"--dry-run", "A subcommand is required", true}));
+
+}  // namespace
+}  // namespace gradsync
