@@ -42,19 +42,6 @@ struct BenchOptions {
   bool copy = false;
 };
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = text.find(',', start);
-    const std::string part = text.substr(start, comma - start);
-    if (!part.empty()) parts.push_back(part);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return parts;
-}
-
 class Bench {
  public:
   Bench(const BenchOptions& options, std::vector<Client> clients, DataType type, ReduceOp op)
@@ -203,7 +190,10 @@ class Bench {
 };
 
 int run_bench(const BenchOptions& options) {
-  const std::vector<std::string> sockets = split(options.sockets);
+  std::vector<std::string> sockets;
+  for (const std::string_view entry : split_commas(options.sockets)) {
+    if (!entry.empty()) sockets.emplace_back(entry);
+  }
   if (sockets.empty()) {
     throw CLI::ValidationError("--sockets",
                                "no daemon sockets: give --sockets or run under gradsync local");

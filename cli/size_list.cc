@@ -24,12 +24,20 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   return value << shift;
 }
 
+std::vector<std::string_view> split_commas(std::string_view text) {
+  std::vector<std::string_view> entries;
+  while (true) {
+    const std::size_t comma = text.find(',');
+    entries.push_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) return entries;
+    text.remove_prefix(comma + 1);
+  }
+}
+
 std::optional<std::vector<std::uint64_t>> parse_size_list(std::string_view text,
                                                           std::string& error) {
   std::vector<std::uint64_t> sizes;
-  while (true) {
-    const std::size_t comma = text.find(',');
-    const std::string_view entry = text.substr(0, comma);
+  for (const std::string_view entry : split_commas(text)) {
     const auto size = parse_size(entry);
     if (!size) {
       error = "'" + std::string(entry) +
@@ -37,9 +45,8 @@ std::optional<std::vector<std::uint64_t>> parse_size_list(std::string_view text,
       return std::nullopt;
     }
     sizes.push_back(*size);
-    if (comma == std::string_view::npos) return sizes;
-    text.remove_prefix(comma + 1);
   }
+  return sizes;
 }
 
 }  // namespace gradsync::cli
