@@ -11,7 +11,46 @@
 
 namespace gradsync {
 
+NetworkModel NetworkModel::uniform(double alpha_us, double beta_us_per_byte,
+                                   double gamma_us_per_byte) {
+  NetworkModel network;
+  network.alpha_us = alpha_us;
+  network.beta_us_per_byte = beta_us_per_byte;
+  network.gamma_us_per_byte = gamma_us_per_byte;
+  return network;
+}
+
+LinkCost NetworkModel::link(int from, int to) const {
+  if (links.empty()) return {alpha_us, beta_us_per_byte};
+  GRADSYNC_CHECK_EQ(links.size(), static_cast<std::size_t>(world_size) * world_size);
+  return links[static_cast<std::size_t>(from) * world_size + to];
+}
+
+namespace {
+
+// One rank's time in one round.
+double round_time_on(int rank, const Round& round, const NetworkModel& network) {
+  // Latencies and bytes each add up per direction; the busier direction sets the pace of each.
+  double send_alpha = 0, send_beta = 0, recv_alpha = 0, recv_beta = 0, reduced = 0;
+  for (const Send& send : round.sends) {
+    const LinkCost link = network.link(rank, send.peer);
+    send_alpha += link.alpha_us;
+    send_beta += link.beta_us_per_byte * static_cast<double>(send.bytes());
+  }
+  for (const Recv& recv : round.recvs) {
+    const LinkCost link = network.link(recv.peer, rank);
+    recv_alpha += link.alpha_us;
+    recv_beta += link.beta_us_per_byte * static_cast<double>(recv.bytes());
+    if (recv.reduces()) reduced += static_cast<double>(recv.bytes());
+  }
+  return std::max(send_alpha, recv_alpha) + std::max(send_beta, recv_beta) +
+         network.gamma_us_per_byte * reduced;
+}
+
+}  // namespace
+
 CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const NetworkModel& network) {
+  GRADSYNC_CHECK(!network.per_link() || network.world_size == shape.world_size);
   // One rank's schedule at a time keeps memory at O(rounds), not O(p · rounds), for large p.
   std::vector<double> round_time;
   CostEstimate estimate;
@@ -21,15 +60,8 @@ CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const Netw
     std::uint64_t bytes_sent = 0;
     for (std::size_t t = 0; t < schedule.rounds.size(); ++t) {
       const Round& round = schedule.rounds[t];
-      std::uint64_t sent = 0;
-      std::uint64_t received = 0;
-      for (const Send& send : round.sends) sent += send.bytes();
-      for (const Recv& recv : round.recvs) received += recv.bytes();
-      const auto messages = std::max(round.sends.size(), round.recvs.size());
-      const double time = network.alpha_us * static_cast<double>(messages) +
-                          network.beta_us_per_byte * static_cast<double>(std::max(sent, received));
-      round_time[t] = std::max(round_time[t], time);
-      bytes_sent += sent;
+      round_time[t] = std::max(round_time[t], round_time_on(rank, round, network));
+      for (const Send& send : round.sends) bytes_sent += send.bytes();
     }
     estimate.max_bytes_sent = std::max(estimate.max_bytes_sent, bytes_sent);
   }

@@ -1,9 +1,12 @@
-// The α-β cost model (DESIGN.md §5), read off schedules.
+// The α-β-γ cost model (DESIGN.md §5), read off schedules.
 //
 // A round costs, on each rank, α per message plus β per byte, taking the larger of what the rank
-// sends and what it receives (links are full duplex); the round lasts as long as its slowest rank,
-// and an op as long as its rounds added up. The closed forms of DESIGN.md §3 are kept beside it for
-// documentation and as a cross-check: where a closed form is exact, the two agree.
+// sends and what it receives (links are full duplex), plus γ per byte it reduces; the round lasts
+// as long as its slowest rank, and an op as long as its rounds added up. Where links were measured
+// one by one, each message pays its own link's α and β, and a rank's messages add up (they share
+// its network interface), so one slow link slows exactly the rounds that use it. The closed forms
+// of DESIGN.md §3 are kept beside it for documentation and as a cross-check: where a closed form is
+// exact, the two agree.
 #pragma once
 
 #include <cstdint>
@@ -14,9 +17,27 @@
 
 namespace gradsync {
 
-struct NetworkModel {
+// One direction of a link between two ranks.
+struct LinkCost {
   double alpha_us = 0;          // latency per message
-  double beta_us_per_byte = 0;  // time per byte on the slowest link
+  double beta_us_per_byte = 0;  // time per byte
+  friend bool operator==(const LinkCost&, const LinkCost&) = default;
+};
+
+struct NetworkModel {
+  double alpha_us = 0;           // latency per message, on every link `links` does not cover
+  double beta_us_per_byte = 0;   // time per byte, likewise
+  double gamma_us_per_byte = 0;  // time per byte reduced (on every rank)
+  // Measured links, from * world_size + to; empty: every link costs alpha_us and beta_us_per_byte.
+  int world_size = 0;
+  std::vector<LinkCost> links;
+
+  // A network whose links all cost the same.
+  static NetworkModel uniform(double alpha_us, double beta_us_per_byte,
+                              double gamma_us_per_byte = 0);
+  bool per_link() const { return !links.empty(); }
+  LinkCost link(int from, int to) const;
+  friend bool operator==(const NetworkModel&, const NetworkModel&) = default;
 };
 
 struct CostEstimate {
@@ -25,7 +46,8 @@ struct CostEstimate {
   std::uint64_t max_bytes_sent = 0;  // by the busiest rank, over the whole op
 };
 
-// Builds every rank's schedule for `shape` and reads the cost off them.
+// Builds every rank's schedule for `shape` and reads the cost off them. A per-link `network` must
+// be of `shape.world_size` ranks.
 CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const NetworkModel& network);
 
 struct Candidate {

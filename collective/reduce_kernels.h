@@ -18,8 +18,8 @@
 
 namespace gradsync {
 
-void reduce(DataType type, ReduceOp op, std::byte* out, const std::byte* lhs,
-            const std::byte* rhs, std::size_t count);
+void reduce(DataType type, ReduceOp op, std::byte* out, const std::byte* lhs, const std::byte* rhs,
+            std::size_t count);
 
 // Applies the one-time scaling of ReduceOp::avg; a no-op for every other operator.
 void finalize_average(DataType type, ReduceOp op, std::byte* data, std::size_t count,

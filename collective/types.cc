@@ -109,6 +109,8 @@ std::string_view name(Algorithm algorithm) {
       return "bruck";
     case Algorithm::dissemination:
       return "dissemination";
+    case Algorithm::probe:
+      return "probe";
   }
   std::abort();
 }

@@ -25,7 +25,8 @@ enum class Algorithm : std::uint8_t {
   halving_doubling,  // recursive halving reduce-scatter + recursive doubling all-gather
   direct,            // pairwise direct exchange (all-to-all)
   bruck,             // hypercube-style all-to-all for short portions
-  dissemination      // barrier
+  dissemination,     // barrier
+  probe              // link measurement between pairs of ranks (link_probe.h); never a client op's
 };
 
 inline constexpr DataType kAllDataTypes[] = {DataType::f32,  DataType::f64, DataType::f16,
@@ -37,8 +38,8 @@ inline constexpr Collective kAllCollectives[] = {Collective::allreduce, Collecti
                                                  Collective::allgather, Collective::broadcast,
                                                  Collective::alltoall,  Collective::barrier};
 inline constexpr Algorithm kAllAlgorithms[] = {
-    Algorithm::tree,   Algorithm::hypercube, Algorithm::ring,         Algorithm::halving_doubling,
-    Algorithm::direct, Algorithm::bruck,     Algorithm::dissemination};
+    Algorithm::tree,   Algorithm::hypercube, Algorithm::ring,          Algorithm::halving_doubling,
+    Algorithm::direct, Algorithm::bruck,     Algorithm::dissemination, Algorithm::probe};
 
 std::size_t element_size(DataType type);
 bool is_floating_point(DataType type);

@@ -10,7 +10,7 @@ namespace gradsync {
 namespace {
 
 // The seed's parameters: α = 20 µs, β = 0.0001 µs/byte (10 GB/s), p = 64.
-constexpr NetworkModel kSeedNetwork{20.0, 0.0001};
+const NetworkModel kSeedNetwork = NetworkModel::uniform(20.0, 0.0001);
 
 OpShape allreduce_of(std::uint64_t bytes, int p = 64) {
   return {Collective::allreduce, p, bytes / 4, 4};
@@ -51,7 +51,7 @@ TEST(CostModel, HypercubeAndRingCrossAtAboutSixMegabytesForSixtyFourRanks) {
 }
 
 TEST(CostModel, AgreesWithTheClosedFormsWhereTheyAreExact) {
-  const NetworkModel network{7.5, 0.002};
+  const NetworkModel network = NetworkModel::uniform(7.5, 0.002);
   for (int p : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17, 32, 33, 64}) {
     // Divisible by p and by every power of two up to 64, so every chunk has the same length.
     const std::uint64_t count = 64ull * 3 * 5 * 7 * 11 * 17;
@@ -68,7 +68,7 @@ TEST(CostModel, AgreesWithTheClosedFormsWhereTheyAreExact) {
 }
 
 TEST(CostModel, OtherCollectivesAgreeWithTheirClosedForms) {
-  const NetworkModel network{10.0, 0.001};
+  const NetworkModel network = NetworkModel::uniform(10.0, 0.001);
   for (int p : {2, 4, 8, 16}) {
     const std::uint64_t count = 1024;
     const double bytes = count * 4.0;

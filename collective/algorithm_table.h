@@ -10,12 +10,13 @@
 #include "collective/cost_model.h"
 #include "collective/types.h"
 
-namespace gradsync::daemon {
+namespace gradsync {
 
 struct Threshold {
   Collective collective;
   std::uint64_t min_bytes;  // from this many bytes of data on, until the next threshold
   Algorithm algorithm;
+  friend bool operator==(const Threshold&, const Threshold&) = default;
 };
 
 class AlgorithmTable {
@@ -31,9 +32,10 @@ class AlgorithmTable {
   const std::vector<Threshold>& thresholds() const { return thresholds_; }
   // One line per threshold, for the log: "allreduce >= 4 B: hypercube".
   std::string describe() const;
+  friend bool operator==(const AlgorithmTable&, const AlgorithmTable&) = default;
 
  private:
   std::vector<Threshold> thresholds_;
 };
 
-}  // namespace gradsync::daemon
+}  // namespace gradsync

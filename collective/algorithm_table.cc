@@ -1,8 +1,8 @@
-#include "daemon/algorithm_table.h"
+#include "collective/algorithm_table.h"
 
 #include "collective/algorithms.h"
 
-namespace gradsync::daemon {
+namespace gradsync {
 
 AlgorithmTable AlgorithmTable::build(int world_size, const NetworkModel& network) {
   std::vector<Threshold> thresholds;
@@ -43,4 +43,4 @@ std::string AlgorithmTable::describe() const {
   return text;
 }
 
-}  // namespace gradsync::daemon
+}  // namespace gradsync

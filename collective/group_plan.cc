@@ -1,0 +1,29 @@
+#include "collective/group_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace gradsync {
+
+std::string describe(const GroupPlan& plan) {
+  double alpha_min = plan.network.alpha_us;
+  double beta_min = plan.network.beta_us_per_byte;
+  for (int from = 0; from < plan.world_size && plan.network.per_link(); ++from) {
+    for (int to = 0; to < plan.world_size; ++to) {
+      if (from == to) continue;
+      alpha_min = std::min(alpha_min, plan.network.link(from, to).alpha_us);
+      beta_min = std::min(beta_min, plan.network.link(from, to).beta_us_per_byte);
+    }
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "alpha %.1f-%.1f us, beta %.3g-%.3g us/byte (%.3g-%.3g GB/s), gamma %.3g us/byte, "
+                "%s\n",
+                alpha_min, plan.network.alpha_us, beta_min, plan.network.beta_us_per_byte,
+                beta_min > 0 ? 1e-3 / beta_min : 0.0,
+                plan.network.beta_us_per_byte > 0 ? 1e-3 / plan.network.beta_us_per_byte : 0.0,
+                plan.network.gamma_us_per_byte, plan.measured ? "measured" : "given");
+  return line + plan.table.describe();
+}
+
+}  // namespace gradsync

@@ -1,0 +1,32 @@
+// What the coordinator publishes to every rank of a generation (DESIGN.md §5): the network as the
+// workers measured it, and the algorithm table built from that. Every rank holds the same plan, so
+// every rank picks the same algorithm for the same op; clients can ask for it to show the choice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collective/algorithm_table.h"
+#include "collective/cost_model.h"
+
+namespace gradsync {
+
+struct GroupPlan {
+  std::uint64_t generation = 0;
+  int world_size = 0;
+  // True when the workers probed their links; false when the model came from the coordinator's
+  // --alpha-us and --beta-us-per-byte.
+  bool measured = false;
+  NetworkModel network;                   // network.gamma_us_per_byte is the slowest rank's
+  std::vector<double> gamma_us_per_byte;  // by rank, as measured
+  double probe_ms = 0;                    // how long the slowest rank's probing took
+  AlgorithmTable table;
+
+  friend bool operator==(const GroupPlan&, const GroupPlan&) = default;
+};
+
+// For the logs: the range of α and β over the links, γ, and the table, one threshold a line.
+std::string describe(const GroupPlan& plan);
+
+}  // namespace gradsync
