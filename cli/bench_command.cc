@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/bench_report.h"
+#include "cli/connect_clients.h"
 #include "cli/size_list.h"
 #include "client/gradsync_client.h"
 #include "collective/algorithms.h"
@@ -36,16 +37,28 @@ struct BenchOptions {
   int iters = 20;
   int warmup = 5;
   std::string json_path;
-  double alpha_us = 50;
-  double beta_us_per_byte = 0.0005;
+  // Given (both or neither): the predicted column uses them instead of the group's measured plan.
+  double alpha_us = 0;
+  double beta_us_per_byte = 0;
+  int connect_timeout_ms = 60'000;
   bool dry_run = false;
   bool copy = false;
+
+  std::optional<NetworkModel> network() const {
+    if (alpha_us <= 0) return std::nullopt;
+    return NetworkModel::uniform(alpha_us, beta_us_per_byte);
+  }
 };
 
 class Bench {
  public:
-  Bench(const BenchOptions& options, std::vector<Client> clients, DataType type, ReduceOp op)
-      : options_(options), clients_(std::move(clients)), type_(type), op_(op) {}
+  Bench(const BenchOptions& options, std::vector<Client> clients, NetworkModel network,
+        DataType type, ReduceOp op)
+      : options_(options),
+        clients_(std::move(clients)),
+        network_(std::move(network)),
+        type_(type),
+        op_(op) {}
 
   // One row: every rank runs warmup + iters ops; time is the median over iterations of the
   // slowest rank's time.
@@ -115,9 +128,8 @@ class Bench {
         make_row(count * size, count,
                  algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used)),
                  median(slowest), p);
-    row.predicted_us = estimate_cost({Collective::allreduce, p, count, size}, used,
-                                     {options_.alpha_us, options_.beta_us_per_byte})
-                           .time_us;
+    row.predicted_us =
+        estimate_cost({Collective::allreduce, p, count, size}, used, network_).time_us;
     for (int w : wrong) row.wrong += w;
     return row;
   }
@@ -185,19 +197,13 @@ class Bench {
 
   const BenchOptions& options_;
   std::vector<Client> clients_;
+  NetworkModel network_;  // for the predicted column
   DataType type_;
   ReduceOp op_;
 };
 
 int run_bench(const BenchOptions& options) {
-  std::vector<std::string> sockets;
-  for (const std::string_view entry : split_commas(options.sockets)) {
-    if (!entry.empty()) sockets.emplace_back(entry);
-  }
-  if (sockets.empty()) {
-    throw CLI::ValidationError("--sockets",
-                               "no daemon sockets: give --sockets or run under gradsync local");
-  }
+  const std::vector<std::string> sockets = socket_paths(options.sockets, "--sockets");
   std::string error;
   const auto min_bytes = parse_size(options.min_bytes);
   const auto max_bytes = parse_size(options.max_bytes);
@@ -222,26 +228,18 @@ int run_bench(const BenchOptions& options) {
                 options.algorithm.c_str());
     return 0;
   }
-  // Workers started beside this process (containers, scripts) may not serve clients yet.
   std::vector<Client> clients;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (const std::string& socket : sockets) {
-    while (true) {
-      try {
-        clients.push_back(Client::connect(socket));
-        break;
-      } catch (const ClientError& failure) {
-        if (std::chrono::steady_clock::now() > give_up) {
-          std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
-          return 1;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
+  std::optional<NetworkModel> network = options.network();
+  try {
+    clients = connect_clients(sockets, std::chrono::milliseconds(options.connect_timeout_ms));
+    if (!network) network = clients.front().plan().network;
+  } catch (const ClientError& failure) {
+    std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
+    return 1;
   }
   const bool prints = clients.front().rank() == 0;
   const int world_size = clients.front().world_size();
-  Bench bench(options, std::move(clients), *parse_data_type(options.dtype),
+  Bench bench(options, std::move(clients), *network, *parse_data_type(options.dtype),
               *parse_reduce_op(options.op));
   std::vector<BenchRow> rows;
   try {
@@ -256,9 +254,12 @@ int run_bench(const BenchOptions& options) {
     return 1;
   }
   if (prints) {
-    char model[96];
-    std::snprintf(model, sizeof model, "predicted: alpha = %g us, beta = %g us/byte",
-                  options.alpha_us, options.beta_us_per_byte);
+    char model[160];
+    std::snprintf(model, sizeof model,
+                  "predicted: %s model, alpha up to %.1f us, beta up to %.3g us/byte, gamma %.3g "
+                  "us/byte",
+                  options.network() ? "the given" : "the group's measured", network->alpha_us,
+                  network->beta_us_per_byte, network->gamma_us_per_byte);
     const BenchSetup setup{"gradsync bench", world_size,     options.dtype, options.op,
                            options.iters,    options.warmup, model};
     print_bench_table(setup, rows);
@@ -295,12 +296,21 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   command->add_option("--warmup", options->warmup, "Untimed iterations per row")
       ->check(CLI::Range(0, 100000));
   command->add_option("--json", options->json_path, "Also write the rows as JSON here");
-  command->add_option("--alpha-us", options->alpha_us, "Model latency for the predicted column")
-      ->check(CLI::PositiveNumber);
+  CLI::Option* alpha =
+      command
+          ->add_option("--alpha-us", options->alpha_us,
+                       "Latency for the predicted column (default: the group's measured model)")
+          ->check(CLI::PositiveNumber);
   command
       ->add_option("--beta-us-per-byte", options->beta_us_per_byte,
-                   "Model time per byte for the predicted column")
-      ->check(CLI::PositiveNumber);
+                   "Time per byte for the predicted column (with --alpha-us)")
+      ->check(CLI::PositiveNumber)
+      ->needs(alpha);
+  alpha->needs("--beta-us-per-byte");
+  command
+      ->add_option("--connect-timeout-ms", options->connect_timeout_ms,
+                   "How long to wait for the daemons to serve clients")
+      ->check(CLI::Range(0, 3'600'000));
   command->add_flag("--copy", options->copy,
                     "Submit from private memory (two copies per op) instead of shared tensors");
   command->add_flag("--dry-run", options->dry_run, "Check the options and exit without connecting");

@@ -5,6 +5,7 @@
 #include "cli/bench_command.h"
 #include "cli/local_command.h"
 #include "cli/model_command.h"
+#include "cli/plan_command.h"
 #include "cli/submit_command.h"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   gradsync::cli::add_bench_command(app, action);
   gradsync::cli::add_local_command(app, action);
   gradsync::cli::add_model_command(app, action);
+  gradsync::cli::add_plan_command(app, action);
   gradsync::cli::add_submit_command(app, action);
   try {
     app.parse(argc, argv);

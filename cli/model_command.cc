@@ -5,12 +5,11 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cli/prediction_table.h"
 #include "cli/size_list.h"
-#include "collective/algorithms.h"
 #include "collective/cost_model.h"
 
 namespace gradsync::cli {
@@ -26,47 +25,12 @@ struct ModelOptions {
   bool json = false;
 };
 
-// One decimal is below the model's own precision; more digits only make the table harder to read.
-double rounded(double us) { return std::round(us * 10.0) / 10.0; }
-
-struct SizeRow {
-  std::uint64_t bytes = 0;
-  std::vector<Candidate> candidates;
-  Algorithm chosen = Algorithm::tree;
-};
-
-void print_table(const ModelOptions& options, const std::vector<SizeRow>& rows) {
+void print_header(const ModelOptions& options) {
   std::printf("all-reduce, p = %d, alpha = %g us, beta = %g us/byte (%.3g GB/s), %s\n",
               options.ranks, options.alpha_us, options.beta_us_per_byte,
               options.beta_us_per_byte > 0 ? 1e-3 / options.beta_us_per_byte : INFINITY,
               options.dtype_text.c_str());
   std::printf("predicted time in us; * marks the algorithm the model chooses\n\n");
-  std::printf("%14s", "bytes");
-  for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
-    std::printf("  %17s", std::string(name(algorithm)).c_str());
-  }
-  std::printf("  %s\n", "chosen");
-  for (const SizeRow& row : rows) {
-    std::printf("%14llu", static_cast<unsigned long long>(row.bytes));
-    for (const Candidate& candidate : row.candidates) {
-      std::printf("  %16.1f%c", rounded(candidate.cost.time_us),
-                  candidate.algorithm == row.chosen ? '*' : ' ');
-    }
-    std::printf("  %s\n", std::string(name(row.chosen)).c_str());
-  }
-}
-
-void print_json(const std::vector<SizeRow>& rows) {
-  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
-  for (const SizeRow& row : rows) {
-    for (const Candidate& candidate : row.candidates) {
-      entries.push_back({{"bytes", row.bytes},
-                         {"algorithm", name(candidate.algorithm)},
-                         {"predicted_us", rounded(candidate.cost.time_us)},
-                         {"chosen", candidate.algorithm == row.chosen}});
-    }
-  }
-  std::cout << entries.dump(2) << "\n";
 }
 
 int run_model(const ModelOptions& options) {
@@ -75,8 +39,6 @@ int run_model(const ModelOptions& options) {
   std::string error;
   const auto sizes = parse_size_list(options.sizes_text, error);
   if (!sizes) throw CLI::ValidationError("--sizes", error);
-  const NetworkModel network{options.alpha_us, options.beta_us_per_byte};
-  std::vector<SizeRow> rows;
   for (std::uint64_t bytes : *sizes) {
     if (bytes % size != 0) {
       throw CLI::ValidationError("--sizes", std::to_string(bytes) +
@@ -84,15 +46,15 @@ int run_model(const ModelOptions& options) {
                                                 options.dtype_text + " elements (" +
                                                 std::to_string(size) + " bytes each)");
     }
-    const OpShape shape{Collective::allreduce, options.ranks, bytes / size, size};
-    std::vector<Candidate> candidates = estimate_candidates(shape, network);
-    const Algorithm chosen = cheapest(candidates);
-    rows.push_back({bytes, std::move(candidates), chosen});
   }
+  const std::vector<PredictionRow> rows = predict_allreduce(
+      options.ranks, NetworkModel::uniform(options.alpha_us, options.beta_us_per_byte), *sizes,
+      size);
   if (options.json) {
-    print_json(rows);
+    std::cout << prediction_json(rows).dump(2) << "\n";
   } else {
-    print_table(options, rows);
+    print_header(options);
+    print_prediction_table(rows);
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -10,12 +11,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "cli/npy.h"
@@ -259,13 +260,16 @@ const CLI::Validator kElementCount(
     },
     "COUNT");
 
-// The names of `values`, but for `except` (the barrier and its algorithm, which take no tensor).
+// The names of `values`, but for `except` (the barrier and its algorithm, which take no tensor;
+// the workers' own link probe).
 template <typename Enum, std::size_t N>
 std::vector<std::string> names_of(const Enum (&values)[N],
-                                  std::type_identity_t<std::optional<Enum>> except = {}) {
+                                  std::initializer_list<Enum> except = {}) {
   std::vector<std::string> names;
   for (Enum value : values) {
-    if (value != except) names.emplace_back(name(value));
+    if (std::find(except.begin(), except.end(), value) == except.end()) {
+      names.emplace_back(name(value));
+    }
   }
   return names;
 }
@@ -280,14 +284,15 @@ void add_submit_command(CLI::App& app, std::function<int()>& action) {
   command
       ->add_option("--collective", options->collective_text,
                    "The collective to run (default allreduce)")
-      ->check(CLI::IsMember(names_of(kAllCollectives, Collective::barrier)));
+      ->check(CLI::IsMember(names_of(kAllCollectives, {Collective::barrier})));
   CLI::Option* op = command->add_option("--op", options->op_text, "The reduction (default sum)")
                         ->check(CLI::IsMember(names_of(kAllReduceOps)));
   command
       ->add_option("--algorithm", options->algorithm_text,
                    "auto (default) lets the group's algorithm table choose")
       ->check(CLI::IsMember([] {
-        std::vector<std::string> names = names_of(kAllAlgorithms, Algorithm::dissemination);
+        std::vector<std::string> names =
+            names_of(kAllAlgorithms, {Algorithm::dissemination, Algorithm::probe});
         names.insert(names.begin(), "auto");
         return names;
       }()));

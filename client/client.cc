@@ -145,13 +145,26 @@ class ClientConnection {
                             : Status(ErrorCode::peer_lost, "lost the daemon: " + status.message()));
         break;
       }
-      if (!message.has_result()) continue;
-      const auto found = in_flight_.find(message.result().request_id());
-      if (found == in_flight_.end()) continue;
-      complete(*found->second, message.result());
-      in_flight_.erase(found);
+      if (message.has_result()) deliver(message.result());
     }
     throw_if_failed(state.status);
+  }
+
+  // Asks the daemon for its group's plan; results of ops in flight that arrive first are kept.
+  GroupPlan plan(net::Deadline deadline) {
+    std::lock_guard lock(mutex_);
+    proto::ClientToDaemon request;
+    request.mutable_plan_request();
+    throw_if_failed(net::send_message(socket_.get(), request, deadline));
+    while (true) {
+      proto::DaemonToClient message;
+      throw_if_failed(net::receive_message(socket_.get(), message, deadline));
+      if (message.has_result()) deliver(message.result());
+      if (!message.has_plan()) continue;
+      GroupPlan plan;
+      throw_if_failed(from_proto(message.plan(), plan));
+      return plan;
+    }
   }
 
   PooledRegion* lend(std::uint64_t bytes) {
@@ -199,6 +212,13 @@ class ClientConnection {
   void release(OpState& state) {
     if (state.region != nullptr && !state.region->lent) state.region->busy = false;
     state.region = nullptr;
+  }
+
+  void deliver(const proto::OpResult& result) {
+    const auto found = in_flight_.find(result.request_id());
+    if (found == in_flight_.end()) return;
+    complete(*found->second, result);
+    in_flight_.erase(found);
   }
 
   void complete(OpState& state, const proto::OpResult& result) {
@@ -282,6 +302,9 @@ Client::~Client() = default;
 
 int Client::rank() const { return connection_->rank(); }
 int Client::world_size() const { return connection_->world_size(); }
+GroupPlan Client::plan(std::chrono::milliseconds timeout) {
+  return connection_->plan(net::Deadline::after(timeout));
+}
 
 Handle Client::allreduce_async(void* data, std::size_t count, DataType type,
                                const OpOptions& options) {

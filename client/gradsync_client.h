@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "collective/group_plan.h"
 #include "collective/status.h"
 #include "collective/types.h"
 
@@ -96,6 +97,9 @@ class Client {
 
   int rank() const;
   int world_size() const;
+  // The group's plan, the same on every rank: the network as the workers measured it and the
+  // algorithm table built from it (what auto picks for each collective and size).
+  GroupPlan plan(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // At least `bytes` bytes of shared memory, for ops that copy nothing (see SharedTensor).
   SharedTensor allocate(std::size_t bytes);

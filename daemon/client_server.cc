@@ -22,9 +22,11 @@ void ClientSession::reply(const proto::DaemonToClient& message) {
   if (!status.ok()) spdlog::warn("cannot reply to a client: {}", status.message());
 }
 
-ClientServer::ClientServer(net::UniqueFd listener, proto::DaemonHello hello, OpRunner run)
+ClientServer::ClientServer(net::UniqueFd listener, proto::DaemonHello hello, proto::GroupPlan plan,
+                           OpRunner run)
     : listener_(std::move(listener)),
       hello_(std::move(hello)),
+      plan_(std::move(plan)),
       run_(std::move(run)),
       thread_([this] { accept_loop(); }) {}
 
@@ -59,6 +61,10 @@ void ClientServer::serve(std::shared_ptr<ClientSession> session) {
     if (message.has_hello()) {
       proto::DaemonToClient reply;
       *reply.mutable_hello() = hello_;
+      session->reply(reply);
+    } else if (message.has_plan_request()) {
+      proto::DaemonToClient reply;
+      *reply.mutable_plan() = plan_;
       session->reply(reply);
     } else if (message.has_attach()) {
       auto region = std::make_shared<net::SharedRegion>();

@@ -1,8 +1,8 @@
-// Serves the local clients of a worker on its unix socket: a hello, shared-memory regions handed
-// over once each, and ops, which run on the thread that read them, one at a time across all
-// clients (a hand-off to another thread would cost every op a wake-up). A client that sends
-// something malformed is told why (or, if its stream is unreadable, disconnected); the daemon and
-// the other clients carry on.
+// Serves the local clients of a worker on its unix socket: a hello, the group's plan on request,
+// shared-memory regions handed over once each, and ops, which run on the thread that read them, one
+// at a time across all clients (a hand-off to another thread would cost every op a wake-up). A
+// client that sends something malformed is told why (or, if its stream is unreadable,
+// disconnected); the daemon and the other clients carry on.
 #pragma once
 
 #include <functional>
@@ -41,7 +41,8 @@ using OpRunner = std::function<void(const PendingOp&)>;
 
 class ClientServer {
  public:
-  ClientServer(net::UniqueFd listener, proto::DaemonHello hello, OpRunner run);
+  ClientServer(net::UniqueFd listener, proto::DaemonHello hello, proto::GroupPlan plan,
+               OpRunner run);
   ~ClientServer();
 
  private:
@@ -50,6 +51,7 @@ class ClientServer {
 
   net::UniqueFd listener_;
   proto::DaemonHello hello_;
+  proto::GroupPlan plan_;
   OpRunner run_;
   std::mutex running_;  // one op at a time, in the order the clients' requests are read
   std::thread thread_;

@@ -6,10 +6,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
-#include "daemon/algorithm_table.h"
+#include "daemon/measured_network.h"
 #include "daemon/ready_file.h"
 #include "gradsync.pb.h"
 #include "net/message_stream.h"
@@ -75,13 +76,16 @@ class Coordinator {
                    status.message());
       return;
     }
-    // Heartbeats until the worker stops sending them.
+    // Heartbeats, and one probe report, until the worker stops sending them.
     while (true) {
       proto::WorkerToCoordinator message;
       status = net::receive_message(member->socket.get(), message,
                                     net::Deadline::after(config_.heartbeat_timeout));
       if (!status.ok()) break;
-      if (!message.has_heartbeat()) {
+      if (message.has_probe_report()) {
+        status = take_report(member, message.probe_report());
+        if (!status.ok()) break;
+      } else if (!message.has_heartbeat()) {
         status = Status(ErrorCode::protocol_error, "a message other than a heartbeat");
         break;
       }
@@ -143,27 +147,18 @@ class Coordinator {
     }
     std::sort(pending_.begin(), pending_.end(),
               [](const auto& a, const auto& b) { return a->rank < b->rank; });
-    const AlgorithmTable table = AlgorithmTable::build(config_.world_size, config_.network);
-    spdlog::info(
-        "coordinator: group formed, generation {}; algorithm table (alpha {} us, beta {} "
-        "us/byte):\n{}",
-        kGeneration, config_.network.alpha_us, config_.network.beta_us_per_byte, table.describe());
+    spdlog::info("coordinator: group formed, generation {}; {}", kGeneration,
+                 config_.network ? "the algorithm table comes from the given model"
+                                 : "the workers are probing their links");
     proto::CoordinatorToWorker message;
     proto::Assignment& assignment = *message.mutable_assignment();
     assignment.set_generation(kGeneration);
     assignment.set_world_size(config_.world_size);
+    assignment.set_probe_links(!config_.network);
     for (const auto& member : pending_) {
       proto::Peer& peer = *assignment.add_peers();
       peer.set_rank(member->rank);
       peer.set_data_address(member->join.data_address());
-    }
-    for (const Threshold& threshold : table.thresholds()) {
-      proto::AlgorithmThreshold& entry = *assignment.add_algorithm_table();
-      entry.set_collective(to_proto(threshold.collective));
-      entry.set_min_bytes(threshold.min_bytes);
-      entry.set_algorithm(to_proto(threshold.algorithm));
-      entry.set_predicted_alpha_us(config_.network.alpha_us);
-      entry.set_predicted_beta_us_per_byte(config_.network.beta_us_per_byte);
     }
     for (const auto& member : pending_) {
       assignment.set_rank(member->rank);
@@ -172,6 +167,51 @@ class Coordinator {
       if (!sent.ok()) spdlog::warn("coordinator: cannot send rank {} its assignment", member->rank);
     }
     formed_ = true;
+    reports_.resize(pending_.size());
+    if (config_.network) {
+      publish(plan_from_model(kGeneration, config_.world_size, *config_.network));
+    }
+  }
+
+  Status take_report(const std::shared_ptr<Member>& member, const proto::ProbeReport& report) {
+    std::lock_guard lock(mutex_);
+    if (!formed_ || config_.network || published_ || reports_[member->rank].has_value()) {
+      return Status(ErrorCode::protocol_error, "a probe report the coordinator did not ask for");
+    }
+    if (report.generation() != kGeneration || report.rank() != member->rank) {
+      return Status(ErrorCode::protocol_error,
+                    "a probe report for rank " + std::to_string(report.rank()) + " of generation " +
+                        std::to_string(report.generation()) + " from rank " +
+                        std::to_string(member->rank) + " of generation " +
+                        std::to_string(kGeneration));
+    }
+    reports_[member->rank] = report;
+    if (std::any_of(reports_.begin(), reports_.end(),
+                    [](const auto& entry) { return !entry.has_value(); })) {
+      return {};
+    }
+    std::vector<proto::ProbeReport> reports;
+    for (const auto& entry : reports_) reports.push_back(*entry);
+    GroupPlan plan;
+    if (Status status = plan_from_reports(kGeneration, reports, plan); !status.ok()) return status;
+    publish(plan);
+    return {};
+  }
+
+  // Sends every member the plan; called with mutex_ held.
+  void publish(const GroupPlan& plan) {
+    published_ = true;
+    spdlog::info("coordinator: generation {} plan ({}):\n{}", plan.generation,
+                 plan.measured ? "probing took " + std::to_string(plan.probe_ms) + " ms"
+                               : std::string("from the given model"),
+                 describe(plan));
+    proto::CoordinatorToWorker message;
+    to_proto(plan, *message.mutable_plan());
+    for (const auto& member : pending_) {
+      const Status sent =
+          net::send_message(member->socket.get(), message, net::Deadline::after(kSendTimeout));
+      if (!sent.ok()) spdlog::warn("coordinator: cannot send rank {} the plan", member->rank);
+    }
   }
 
   void lose(const std::shared_ptr<Member>& member, const std::string& reason) {
@@ -200,7 +240,9 @@ class Coordinator {
   const CoordinatorConfig config_;
   std::mutex mutex_;
   std::vector<std::shared_ptr<Member>> pending_;  // every member, sorted by rank once formed
+  std::vector<std::optional<proto::ProbeReport>> reports_;  // by rank
   bool formed_ = false;
+  bool published_ = false;
   bool aborted_ = false;
 };
 

@@ -1,9 +1,11 @@
-// The coordinator (DESIGN.md §1): admits workers, assigns ranks, publishes the peer table and the
-// algorithm table, and watches heartbeats. When a worker is lost it tells every other worker, so
+// The coordinator (DESIGN.md §1): admits workers, assigns ranks, publishes the peer table, collects
+// the workers' link measurements and publishes the plan built from them (DESIGN.md §5), and watches
+// heartbeats. When a worker is lost it tells every other worker, so
 // their ops in flight fail at once rather than at their deadline. It never sees tensor bytes.
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "collective/cost_model.h"
@@ -15,7 +17,9 @@ struct CoordinatorConfig {
   net::HostPort listen;
   int world_size = 1;
   std::string ready_file;  // if set, receives "HOST:PORT\n" once listening
-  NetworkModel network;
+  // Given: the algorithm table is built from it. Empty: the workers probe their links and the
+  // table is built from what they measured.
+  std::optional<NetworkModel> network;
   std::chrono::milliseconds heartbeat_timeout{3000};
 };
 

@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
   std::string listen;
   int world_size = 0;
   std::string ready_file;
-  double alpha_us = 50;
-  double beta_us_per_byte = 0.0005;
+  double alpha_us = 0;
+  double beta_us_per_byte = 0;
   int heartbeat_timeout_ms = 3000;
   CLI::App* coordinator = app.add_subcommand("coordinator", "Admit workers and assign ranks");
   coordinator->add_option("--listen", listen, "HOST:PORT to listen on (port 0: any)")
@@ -68,12 +68,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   coordinator->add_option("--ready-file", ready_file, "Write the bound HOST:PORT here")
       ->envname("GRADSYNC_READY_FILE");
-  coordinator->add_option("--alpha-us", alpha_us, "Model latency per message (us)")
-      ->envname("GRADSYNC_ALPHA_US")
-      ->check(CLI::PositiveNumber);
-  coordinator->add_option("--beta-us-per-byte", beta_us_per_byte, "Model time per byte (us)")
+  CLI::Option* alpha_option =
+      coordinator
+          ->add_option("--alpha-us", alpha_us,
+                       "Latency per message (us) for the algorithm table, instead of measuring "
+                       "(with --beta-us-per-byte)")
+          ->envname("GRADSYNC_ALPHA_US")
+          ->check(CLI::PositiveNumber);
+  coordinator
+      ->add_option("--beta-us-per-byte", beta_us_per_byte,
+                   "Time per byte (us) for the algorithm table, instead of measuring (with "
+                   "--alpha-us)")
       ->envname("GRADSYNC_BETA_US_PER_BYTE")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->needs(alpha_option);
+  alpha_option->needs("--beta-us-per-byte");
   coordinator
       ->add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms,
                    "A worker silent this long is lost")
@@ -123,16 +132,20 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (coordinator->parsed()) {
-      gradsync::daemon::CoordinatorConfig config{parse_address("--listen", listen),
-                                                 world_size,
-                                                 ready_file,
-                                                 {alpha_us, beta_us_per_byte},
+      gradsync::daemon::CoordinatorConfig config{parse_address("--listen", listen), world_size,
+                                                 ready_file, std::nullopt,
                                                  std::chrono::milliseconds(heartbeat_timeout_ms)};
+      if (alpha_option->count() > 0) {
+        config.network = gradsync::NetworkModel::uniform(alpha_us, beta_us_per_byte);
+      }
       spdlog::set_pattern("[%H:%M:%S.%e] [coordinator] [%l] %v");
       spdlog::info(
           "listen={} world_size={} ready_file={} alpha_us={} beta_us_per_byte={} "
           "heartbeat_timeout_ms={}",
-          listen, world_size, ready_file, alpha_us, beta_us_per_byte, heartbeat_timeout_ms);
+          listen, world_size, ready_file,
+          config.network ? std::to_string(alpha_us) : std::string("(measured)"),
+          config.network ? std::to_string(beta_us_per_byte) : std::string("(measured)"),
+          heartbeat_timeout_ms);
       if (dry_run) return 0;
       stop_on_signals("");
       return gradsync::daemon::run_coordinator(config);

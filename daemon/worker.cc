@@ -3,12 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "collective/algorithms.h"
-#include "daemon/algorithm_table.h"
 #include "daemon/client_server.h"
 #include "daemon/data_mesh.h"
+#include "daemon/link_prober.h"
 #include "engine/abort_signal.h"
 #include "engine/executor.h"
 #include "net/message_stream.h"
@@ -19,10 +20,13 @@ namespace gradsync::daemon {
 namespace {
 
 constexpr auto kMeshTimeout = std::chrono::seconds(30);
+// The other ranks' probing, then the coordinator's answer.
+constexpr auto kPlanTimeout = std::chrono::milliseconds(60'000);
 
 Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
 
-// Talks to the coordinator for the worker's whole life: the assignment, heartbeats, aborts.
+// Talks to the coordinator for the worker's whole life: the assignment, the plan, heartbeats,
+// aborts, and this rank's probe report.
 class ControlChannel {
  public:
   ControlChannel(net::UniqueFd socket, std::chrono::milliseconds interval,
@@ -30,27 +34,35 @@ class ControlChannel {
       : socket_(std::move(socket)), interval_(interval), abort_(abort) {}
 
   std::future<proto::Assignment> assignment() { return assignment_.get_future(); }
+  std::future<proto::GroupPlan> plan() { return plan_.get_future(); }
   void start() {
     std::thread([this] { run(); }).detach();
+  }
+  // Heartbeats go out from the channel's own thread: one writer at a time.
+  Status send(const proto::WorkerToCoordinator& message) {
+    std::lock_guard lock(write_mutex_);
+    return net::send_message(socket_.get(), message, net::Deadline::after(interval_));
   }
 
  private:
   void run() {
     bool assigned = false;
+    bool planned = false;
     proto::WorkerToCoordinator heartbeat;
     heartbeat.mutable_heartbeat();
     while (true) {
       proto::CoordinatorToWorker message;
       Status status = net::receive_message(socket_.get(), message, net::Deadline::after(interval_));
       if (status.code() == ErrorCode::deadline_exceeded) {
-        status = net::send_message(socket_.get(), heartbeat, net::Deadline::after(interval_));
+        status = send(heartbeat);
         if (status.ok()) continue;
       }
       if (!status.ok()) {
         abort_.raise(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()));
-        if (!assigned)
-          assignment_.set_exception(std::make_exception_ptr(std::runtime_error(
-              "lost the coordinator before the group formed: " + status.message())));
+        const auto lost = std::make_exception_ptr(std::runtime_error(
+            "lost the coordinator before the group was ready: " + status.message()));
+        if (!assigned) assignment_.set_exception(lost);
+        if (!planned) plan_.set_exception(lost);
         return;
       }
       if (message.has_assignment() && !assigned) {
@@ -58,6 +70,9 @@ class ControlChannel {
         heartbeat.mutable_heartbeat()->set_rank(message.assignment().rank());
         heartbeat.mutable_heartbeat()->set_generation(message.assignment().generation());
         assignment_.set_value(message.assignment());
+      } else if (message.has_plan() && assigned && !planned) {
+        planned = true;
+        plan_.set_value(message.plan());
       } else if (message.has_abort()) {
         abort_.raise(from_proto(message.abort().reason()));
         spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
@@ -68,7 +83,9 @@ class ControlChannel {
   net::UniqueFd socket_;
   std::chrono::milliseconds interval_;
   engine::AbortSignal& abort_;
+  std::mutex write_mutex_;
   std::promise<proto::Assignment> assignment_;
+  std::promise<proto::GroupPlan> plan_;
 };
 
 class Worker {
@@ -84,23 +101,19 @@ class Worker {
     }
     ControlChannel channel(std::move(control), config_.heartbeat_interval, abort_);
     auto assignment_future = channel.assignment();
+    auto plan_future = channel.plan();
     channel.start();
-    if (assignment_future.wait_for(config_.join_timeout) != std::future_status::ready) {
-      spdlog::error("worker: the group did not form within {} ms", config_.join_timeout.count());
-      return 2;
-    }
     proto::Assignment assignment;
-    try {
-      assignment = assignment_future.get();
-    } catch (const std::exception& error) {
-      spdlog::error("worker: {}", error.what());
+    if (Status status =
+            await(assignment_future, config_.join_timeout, "the group to form", assignment);
+        !status.ok()) {
+      spdlog::error("worker: {}", status.message());
       return 2;
     }
     const MeshPlan plan = plan_from(assignment);
     rank_ = plan.rank;
     spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
                  plan.generation);
-    table_ = table_from(assignment);
     std::vector<net::UniqueFd> sockets;
     if (Status status =
             form_data_mesh(plan, data_listener.get(), net::Deadline::after(kMeshTimeout), sockets);
@@ -110,6 +123,31 @@ class Worker {
     }
     engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(sockets));
     IntruderGuard guard(data_listener.get(), plan);
+    if (assignment.probe_links()) {
+      proto::WorkerToCoordinator message;
+      ProbeSettings settings;
+      settings.segment_bytes = config_.segment_bytes;
+      Status status = probe_links(mesh, abort_, settings, *message.mutable_probe_report());
+      if (status.ok()) status = channel.send(message);
+      if (!status.ok()) {
+        spdlog::error("worker rank {}: {}", plan.rank, status.message());
+        return 2;
+      }
+      spdlog::info("worker rank {}: probed {} links in {:.0f} ms", plan.rank,
+                   message.probe_report().links_size(), message.probe_report().probe_ms());
+    }
+    proto::GroupPlan plan_message;
+    if (Status status = await(plan_future, kPlanTimeout, "the group's plan", plan_message);
+        !status.ok()) {
+      spdlog::error("worker rank {}: {}", plan.rank, status.message());
+      return 2;
+    }
+    if (Status status = from_proto(plan_message, plan_); !status.ok()) {
+      spdlog::error("worker rank {}: {}", plan.rank, status.message());
+      return 2;
+    }
+    spdlog::info("worker rank {}: generation {} plan:\n{}", plan.rank, plan_.generation,
+                 describe(plan_));
 
     net::UniqueFd client_listener;
     if (Status status = net::listen_unix(config_.socket_path, client_listener); !status.ok()) {
@@ -120,13 +158,29 @@ class Worker {
     hello.set_rank(plan.rank);
     hello.set_world_size(plan.world_size);
     hello.set_generation(plan.generation);
-    ClientServer server(std::move(client_listener), hello,
+    ClientServer server(std::move(client_listener), hello, plan_message,
                         [this, &mesh](const PendingOp& op) { run_op(op, mesh); });
     spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);
     while (true) std::this_thread::sleep_for(std::chrono::hours(1));
   }
 
  private:
+  // Waits for what the control channel delivers, up to `timeout`.
+  template <typename T>
+  static Status await(std::future<T>& future, std::chrono::milliseconds timeout,
+                      const std::string& what, T& value) {
+    if (future.wait_for(timeout) != std::future_status::ready) {
+      return Status(ErrorCode::deadline_exceeded,
+                    "waited " + std::to_string(timeout.count()) + " ms for " + what);
+    }
+    try {
+      value = future.get();
+    } catch (const std::exception& error) {
+      return Status(ErrorCode::aborted, error.what());
+    }
+    return {};
+  }
+
   Status join(net::UniqueFd& data_listener, net::UniqueFd& control) {
     if (Status status = net::listen_tcp(config_.listen, data_listener); !status.ok()) {
       return status;
@@ -163,17 +217,6 @@ class Worker {
     return plan;
   }
 
-  static AlgorithmTable table_from(const proto::Assignment& assignment) {
-    std::vector<Threshold> thresholds;
-    for (const proto::AlgorithmThreshold& entry : assignment.algorithm_table()) {
-      const auto collective = from_proto(entry.collective());
-      const auto algorithm = from_proto(entry.algorithm());
-      if (collective && algorithm)
-        thresholds.push_back({*collective, entry.min_bytes(), *algorithm});
-    }
-    return AlgorithmTable(std::move(thresholds));
-  }
-
   // Checks a client's request against what this daemon can run; fills the op's shape.
   Status prepare(const PendingOp& pending, int world_size, engine::ExecuteOptions& options,
                  OpShape& shape) {
@@ -200,7 +243,7 @@ class Worker {
       return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
                      std::to_string(pending.region->size()));
     }
-    Algorithm algorithm = table_.lookup(*collective, data_bytes(shape));
+    Algorithm algorithm = plan_.table.lookup(*collective, data_bytes(shape));
     if (const auto requested = from_proto(op.algorithm())) {
       algorithm = *requested;
     } else if (config_.algorithm && supports(*collective, *config_.algorithm)) {
@@ -255,7 +298,7 @@ class Worker {
 
   const WorkerConfig config_;
   engine::AbortSignal abort_;
-  AlgorithmTable table_;
+  GroupPlan plan_;
   int rank_ = -1;
 };
 

@@ -1,5 +1,11 @@
 #include "proto/convert.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "collective/algorithms.h"
+
 namespace gradsync {
 
 namespace {
@@ -50,6 +56,84 @@ Status from_proto(const proto::Status& status) {
                   "unknown status code " + std::to_string(code) + ": " + status.message());
   }
   return Status(static_cast<ErrorCode>(code), status.message());
+}
+
+void to_proto(const GroupPlan& plan, proto::GroupPlan& out) {
+  out.set_generation(plan.generation);
+  out.set_world_size(plan.world_size);
+  out.set_measured(plan.measured);
+  out.set_alpha_us(plan.network.alpha_us);
+  out.set_beta_us_per_byte(plan.network.beta_us_per_byte);
+  out.set_gamma_us_per_byte(plan.network.gamma_us_per_byte);
+  if (plan.network.per_link()) {
+    for (int from = 0; from < plan.world_size; ++from) {
+      for (int to = 0; to < plan.world_size; ++to) {
+        if (from == to) continue;
+        const LinkCost link = plan.network.link(from, to);
+        proto::LinkMeasurement& entry = *out.add_links();
+        entry.set_from_rank(from);
+        entry.set_to_rank(to);
+        entry.set_alpha_us(link.alpha_us);
+        entry.set_beta_us_per_byte(link.beta_us_per_byte);
+      }
+    }
+  }
+  for (double gamma : plan.gamma_us_per_byte) out.add_rank_gamma_us_per_byte(gamma);
+  out.set_probe_ms(plan.probe_ms);
+  for (const Threshold& threshold : plan.table.thresholds()) {
+    proto::AlgorithmThreshold& entry = *out.add_algorithm_table();
+    entry.set_collective(to_proto(threshold.collective));
+    entry.set_min_bytes(threshold.min_bytes);
+    entry.set_algorithm(to_proto(threshold.algorithm));
+  }
+}
+
+Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
+  const auto invalid = [](const std::string& what) {
+    return Status(ErrorCode::protocol_error, "bad group plan: " + what);
+  };
+  const int p = message.world_size();
+  if (p < 1) return invalid("world size " + std::to_string(p));
+  plan = GroupPlan{};
+  plan.generation = message.generation();
+  plan.world_size = p;
+  plan.measured = message.measured();
+  plan.network = NetworkModel::uniform(message.alpha_us(), message.beta_us_per_byte(),
+                                       message.gamma_us_per_byte());
+  if (message.links_size() > 0) {
+    plan.network.world_size = p;
+    plan.network.links.assign(static_cast<std::size_t>(p) * p, LinkCost{});
+    std::vector<bool> seen(plan.network.links.size(), false);
+    for (const proto::LinkMeasurement& link : message.links()) {
+      const int from = link.from_rank();
+      const int to = link.to_rank();
+      if (from < 0 || from >= p || to < 0 || to >= p || from == to) {
+        return invalid("a link from rank " + std::to_string(from) + " to rank " +
+                       std::to_string(to) + " in a group of " + std::to_string(p));
+      }
+      const std::size_t index = static_cast<std::size_t>(from) * p + to;
+      plan.network.links[index] = {link.alpha_us(), link.beta_us_per_byte()};
+      seen[index] = true;
+    }
+    for (int rank = 0; rank < p; ++rank) seen[static_cast<std::size_t>(rank) * p + rank] = true;
+    if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
+      return invalid("the link table does not cover every pair of ranks");
+    }
+  }
+  plan.gamma_us_per_byte.assign(message.rank_gamma_us_per_byte().begin(),
+                                message.rank_gamma_us_per_byte().end());
+  plan.probe_ms = message.probe_ms();
+  std::vector<Threshold> thresholds;
+  for (const proto::AlgorithmThreshold& entry : message.algorithm_table()) {
+    const auto collective = from_proto(entry.collective());
+    const auto algorithm = from_proto(entry.algorithm());
+    if (!collective || !algorithm || !supports(*collective, *algorithm)) {
+      return invalid("an algorithm table entry names an unknown collective or algorithm");
+    }
+    thresholds.push_back({*collective, entry.min_bytes(), *algorithm});
+  }
+  plan.table = AlgorithmTable(std::move(thresholds));
+  return {};
 }
 
 }  // namespace gradsync

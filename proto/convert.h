@@ -1,10 +1,11 @@
-// Conversions between the core's vocabulary (collective/types.h, status.h) and the protobuf enums
-// of gradsync.proto. The proto enums number every value one above the core's, keeping 0 for
-// "unspecified" (or, for Algorithm, "auto").
+// Conversions between the core's vocabulary (collective/types.h, status.h, group_plan.h) and the
+// protobuf messages of gradsync.proto. The proto enums number every value one above the core's,
+// keeping 0 for "unspecified" (or, for Algorithm, "auto").
 #pragma once
 
 #include <optional>
 
+#include "collective/group_plan.h"
 #include "collective/status.h"
 #include "collective/types.h"
 #include "gradsync.pb.h"
@@ -24,5 +25,9 @@ std::optional<Collective> from_proto(proto::Collective collective);
 // Empty for ALGORITHM_AUTO too.
 std::optional<Algorithm> from_proto(proto::Algorithm algorithm);
 Status from_proto(const proto::Status& status);
+
+void to_proto(const GroupPlan& plan, proto::GroupPlan& out);
+// Checks what a peer sent: ranks within the world size, a complete link table, known enums.
+Status from_proto(const proto::GroupPlan& message, GroupPlan& plan);
 
 }  // namespace gradsync

@@ -1,0 +1,40 @@
+#include "cli/connect_clients.h"
+
+#include <CLI/CLI.hpp>
+#include <thread>
+
+#include "cli/size_list.h"
+
+namespace gradsync::cli {
+
+std::vector<std::string> socket_paths(const std::string& sockets, const std::string& flag) {
+  std::vector<std::string> paths;
+  for (const std::string_view entry : split_commas(sockets)) {
+    if (!entry.empty()) paths.emplace_back(entry);
+  }
+  if (paths.empty()) {
+    throw CLI::ValidationError(flag,
+                               "no daemon sockets: give " + flag + " or run under gradsync local");
+  }
+  return paths;
+}
+
+std::vector<Client> connect_clients(const std::vector<std::string>& paths,
+                                    std::chrono::milliseconds patience) {
+  std::vector<Client> clients;
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  for (const std::string& path : paths) {
+    while (true) {
+      try {
+        clients.push_back(Client::connect(path));
+        break;
+      } catch (const ClientError&) {
+        if (std::chrono::steady_clock::now() > give_up) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
+  return clients;
+}
+
+}  // namespace gradsync::cli

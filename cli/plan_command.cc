@@ -1,0 +1,170 @@
+#include "cli/plan_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/connect_clients.h"
+#include "cli/prediction_table.h"
+#include "cli/size_list.h"
+
+namespace gradsync::cli {
+
+namespace {
+
+struct PlanOptions {
+  std::string sockets;
+  std::string sizes_text;  // empty: 4 B to 1 GiB, every factor of 4
+  bool json = false;
+  int connect_timeout_ms = 10'000;
+};
+
+double gigabytes_per_second(double beta_us_per_byte) {
+  return beta_us_per_byte > 0 ? 1e-3 / beta_us_per_byte : 0.0;
+}
+
+void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
+  std::printf("group of %d, generation %llu: %s\n", plan.world_size,
+              static_cast<unsigned long long>(plan.generation),
+              plan.measured ? ("measured by the workers; probing took " +
+                               std::to_string(static_cast<int>(plan.probe_ms + 0.5)) + " ms")
+                                  .c_str()
+                            : "a model given to the coordinator, not measured");
+  if (plan.network.per_link()) {
+    std::printf("\nlinks: alpha (us) / beta as GB/s, from the row's rank to the column's\n%6s", "");
+    for (int to = 0; to < plan.world_size; ++to) std::printf("  %15d", to);
+    std::printf("\n");
+    for (int from = 0; from < plan.world_size; ++from) {
+      std::printf("%6d", from);
+      for (int to = 0; to < plan.world_size; ++to) {
+        if (from == to) {
+          std::printf("  %15s", "-");
+          continue;
+        }
+        const LinkCost link = plan.network.link(from, to);
+        char cell[32];
+        std::snprintf(cell, sizeof cell, "%.1f / %.3g", link.alpha_us,
+                      gigabytes_per_second(link.beta_us_per_byte));
+        std::printf("  %15s", cell);
+      }
+      std::printf("\n");
+    }
+  } else {
+    std::printf("\nevery link: alpha %g us, beta %g us/byte (%.3g GB/s)\n", plan.network.alpha_us,
+                plan.network.beta_us_per_byte, gigabytes_per_second(plan.network.beta_us_per_byte));
+  }
+  if (!plan.gamma_us_per_byte.empty()) {
+    std::printf("\ngamma, reduce (f32 sum) per byte:");
+    for (std::size_t rank = 0; rank < plan.gamma_us_per_byte.size(); ++rank) {
+      std::printf("  rank %zu %.3g us (%.3g GB/s)", rank, plan.gamma_us_per_byte[rank],
+                  gigabytes_per_second(plan.gamma_us_per_byte[rank]));
+    }
+    std::printf("\n");
+  }
+  std::printf("\nalgorithm table (what auto runs, by bytes per rank):\n%s",
+              plan.table.describe().c_str());
+  std::printf("\npredicted all-reduce time in us (f32); * marks what auto runs\n");
+  print_prediction_table(rows);
+}
+
+nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
+  nlohmann::ordered_json links = nlohmann::ordered_json::array();
+  for (int from = 0; from < plan.world_size; ++from) {
+    for (int to = 0; to < plan.world_size; ++to) {
+      if (from == to) continue;
+      const LinkCost link = plan.network.link(from, to);
+      links.push_back({{"from", from},
+                       {"to", to},
+                       {"alpha_us", link.alpha_us},
+                       {"beta_us_per_byte", link.beta_us_per_byte}});
+    }
+  }
+  nlohmann::ordered_json table = nlohmann::ordered_json::array();
+  for (const Threshold& threshold : plan.table.thresholds()) {
+    table.push_back({{"collective", name(threshold.collective)},
+                     {"min_bytes", threshold.min_bytes},
+                     {"algorithm", name(threshold.algorithm)}});
+  }
+  return {{"generation", plan.generation},
+          {"world_size", plan.world_size},
+          {"measured", plan.measured},
+          {"probe_ms", plan.probe_ms},
+          {"links", links},
+          {"gamma_us_per_byte", plan.gamma_us_per_byte},
+          {"table", table},
+          {"predictions", prediction_json(rows)}};
+}
+
+int run_plan(const PlanOptions& options) {
+  std::vector<std::uint64_t> sizes;
+  if (options.sizes_text.empty()) {
+    for (std::uint64_t bytes = 4; bytes <= (1ull << 30); bytes *= 4) sizes.push_back(bytes);
+  } else {
+    std::string error;
+    const auto parsed = parse_size_list(options.sizes_text, error);
+    if (!parsed) throw CLI::ValidationError("--sizes", error);
+    for (std::uint64_t bytes : *parsed) {
+      if (bytes % 4 != 0) {
+        throw CLI::ValidationError(
+            "--sizes", std::to_string(bytes) + " bytes is not a whole number of f32 elements");
+      }
+    }
+    sizes = *parsed;
+  }
+  const std::vector<std::string> paths = socket_paths(options.sockets, "--sockets");
+  std::vector<GroupPlan> plans;
+  try {
+    for (Client& client :
+         connect_clients(paths, std::chrono::milliseconds(options.connect_timeout_ms))) {
+      plans.push_back(client.plan());
+    }
+  } catch (const ClientError& failure) {
+    std::fprintf(stderr, "gradsync plan: %s\n", failure.what());
+    return 1;
+  }
+  // Every rank must hold the same plan, or ranks could pick different algorithms for one op.
+  for (std::size_t i = 1; i < plans.size(); ++i) {
+    if (!(plans[i] == plans.front())) {
+      std::fprintf(stderr, "gradsync plan: the daemons at %s and %s hold different plans\n",
+                   paths.front().c_str(), paths[i].c_str());
+      return 1;
+    }
+  }
+  const GroupPlan& plan = plans.front();
+  std::vector<PredictionRow> rows = predict_allreduce(plan.world_size, plan.network, sizes, 4);
+  for (PredictionRow& row : rows) row.chosen = plan.table.lookup(Collective::allreduce, row.bytes);
+  if (options.json) {
+    std::cout << plan_json(plan, rows).dump(2) << "\n";
+  } else {
+    print_plan(plan, rows);
+    if (plans.size() > 1) std::printf("\nthe same plan on all %zu daemons asked\n", plans.size());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, std::function<int()>& action) {
+  auto options = std::make_shared<PlanOptions>();
+  CLI::App* command = app.add_subcommand(
+      "plan", "Show the group's measured network, its algorithm table and predicted times");
+  command
+      ->add_option("--sockets", options->sockets,
+                   "Daemon sockets to ask, comma-separated; all must hold the same plan "
+                   "(gradsync local sets GRADSYNC_SOCKETS)")
+      ->envname("GRADSYNC_SOCKETS");
+  command->add_option("--sizes", options->sizes_text,
+                      "Comma-separated all-reduce sizes in bytes (default 4 B to 1 GiB, x4)");
+  command->add_flag("--json", options->json, "Print one JSON object");
+  command
+      ->add_option("--connect-timeout-ms", options->connect_timeout_ms,
+                   "How long to wait for the daemons to serve clients")
+      ->check(CLI::Range(0, 3'600'000));
+  command->callback([options, &action] { action = [options] { return run_plan(*options); }; });
+}
+
+}  // namespace gradsync::cli
