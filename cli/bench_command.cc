@@ -44,19 +44,16 @@ struct BenchOptions {
   bool dry_run = false;
   bool copy = false;
 
-  std::optional<NetworkModel> network() const {
-    if (alpha_us <= 0) return std::nullopt;
-    return NetworkModel::uniform(alpha_us, beta_us_per_byte);
-  }
+  bool model_given() const { return alpha_us > 0; }
 };
 
 class Bench {
  public:
-  Bench(const BenchOptions& options, std::vector<Client> clients, NetworkModel network,
-        DataType type, ReduceOp op)
+  Bench(const BenchOptions& options, std::vector<Client> clients, GroupPlan plan, DataType type,
+        ReduceOp op)
       : options_(options),
         clients_(std::move(clients)),
-        network_(std::move(network)),
+        plan_(std::move(plan)),
         type_(type),
         op_(op) {}
 
@@ -128,8 +125,7 @@ class Bench {
         make_row(count * size, count,
                  algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used)),
                  median(slowest), p);
-    row.predicted_us =
-        estimate_cost({Collective::allreduce, p, count, size}, used, network_).time_us;
+    row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, size}, used);
     for (int w : wrong) row.wrong += w;
     return row;
   }
@@ -197,7 +193,7 @@ class Bench {
 
   const BenchOptions& options_;
   std::vector<Client> clients_;
-  NetworkModel network_;  // for the predicted column
+  GroupPlan plan_;  // for the predicted column
   DataType type_;
   ReduceOp op_;
 };
@@ -229,17 +225,21 @@ int run_bench(const BenchOptions& options) {
     return 0;
   }
   std::vector<Client> clients;
-  std::optional<NetworkModel> network = options.network();
+  GroupPlan plan;
   try {
     clients = connect_clients(sockets, std::chrono::milliseconds(options.connect_timeout_ms));
-    if (!network) network = clients.front().plan().network;
+    plan = clients.front().plan();
   } catch (const ClientError& failure) {
     std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
     return 1;
   }
   const bool prints = clients.front().rank() == 0;
   const int world_size = clients.front().world_size();
-  Bench bench(options, std::move(clients), *network, *parse_data_type(options.dtype),
+  if (options.model_given()) {
+    plan.network = NetworkModel::uniform(options.alpha_us, options.beta_us_per_byte);
+    plan.calibration.clear();
+  }
+  Bench bench(options, std::move(clients), plan, *parse_data_type(options.dtype),
               *parse_reduce_op(options.op));
   std::vector<BenchRow> rows;
   try {
@@ -256,10 +256,12 @@ int run_bench(const BenchOptions& options) {
   if (prints) {
     char model[160];
     std::snprintf(model, sizeof model,
-                  "predicted: %s model, alpha up to %.1f us, beta up to %.3g us/byte, gamma %.3g "
-                  "us/byte",
-                  options.network() ? "the given" : "the group's measured", network->alpha_us,
-                  network->beta_us_per_byte, network->gamma_us_per_byte);
+                  "predicted: %s, alpha up to %.1f us, beta up to %.3g us/byte, gamma %.3g us/byte",
+                  options.model_given()      ? "the given model"
+                  : plan.calibration.empty() ? "the group's measured model"
+                                             : "the group's measured model, calibrated",
+                  plan.network.alpha_us, plan.network.beta_us_per_byte,
+                  plan.network.gamma_us_per_byte);
     const BenchSetup setup{"gradsync bench", world_size,     options.dtype, options.op,
                            options.iters,    options.warmup, model};
     print_bench_table(setup, rows);

@@ -47,9 +47,13 @@ int run_model(const ModelOptions& options) {
                                                 std::to_string(size) + " bytes each)");
     }
   }
+  const NetworkModel network = NetworkModel::uniform(options.alpha_us, options.beta_us_per_byte);
   const std::vector<PredictionRow> rows = predict_allreduce(
-      options.ranks, NetworkModel::uniform(options.alpha_us, options.beta_us_per_byte), *sizes,
-      size);
+      options.ranks,
+      [&network](const OpShape& shape, Algorithm algorithm) {
+        return estimate_cost(shape, algorithm, network).time_us;
+      },
+      *sizes, size);
   if (options.json) {
     std::cout << prediction_json(rows).dump(2) << "\n";
   } else {

@@ -30,10 +30,12 @@ double gigabytes_per_second(double beta_us_per_byte) {
 void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
   std::printf("group of %d, generation %llu: %s\n", plan.world_size,
               static_cast<unsigned long long>(plan.generation),
-              plan.measured ? ("measured by the workers; probing took " +
-                               std::to_string(static_cast<int>(plan.probe_ms + 0.5)) + " ms")
-                                  .c_str()
-                            : "a model given to the coordinator, not measured");
+              plan.measured
+                  ? ("measured by the workers; probing took " +
+                     std::to_string(static_cast<int>(plan.probe_ms + 0.5)) + " ms, calibration " +
+                     std::to_string(static_cast<int>(plan.calibration_ms + 0.5)) + " ms")
+                        .c_str()
+                  : "a model given to the coordinator, not measured");
   if (plan.network.per_link()) {
     std::printf("\nlinks: alpha (us) / beta as GB/s, from the row's rank to the column's\n%6s", "");
     for (int to = 0; to < plan.world_size; ++to) std::printf("  %15d", to);
@@ -65,9 +67,23 @@ void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
     }
     std::printf("\n");
   }
+  if (!plan.calibration.empty()) {
+    std::printf(
+        "\ncalibration: real all-reduce ops (the slowest rank's best time, us) beside the model\n");
+    std::printf("%14s  %17s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured", "modelled",
+                "ratio");
+    for (const CalibrationSample& sample : plan.calibration) {
+      std::printf("%14llu  %17s  %12.1f  %12.1f  %8.2f\n",
+                  static_cast<unsigned long long>(sample.bytes),
+                  std::string(name(sample.algorithm)).c_str(), sample.measured_us,
+                  sample.modelled_us, sample.measured_us / sample.modelled_us);
+    }
+  }
   std::printf("\nalgorithm table (what auto runs, by bytes per rank):\n%s",
               plan.table.describe().c_str());
-  std::printf("\npredicted all-reduce time in us (f32); * marks what auto runs\n");
+  std::printf(
+      "\npredicted all-reduce time in us (f32): the model times the calibrated ratio, "
+      "interpolated between the calibrated sizes; * marks what auto runs\n");
   print_prediction_table(rows);
 }
 
@@ -89,12 +105,21 @@ nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<Predic
                      {"min_bytes", threshold.min_bytes},
                      {"algorithm", name(threshold.algorithm)}});
   }
+  nlohmann::ordered_json calibration = nlohmann::ordered_json::array();
+  for (const CalibrationSample& sample : plan.calibration) {
+    calibration.push_back({{"algorithm", name(sample.algorithm)},
+                           {"bytes", sample.bytes},
+                           {"measured_us", sample.measured_us},
+                           {"modelled_us", sample.modelled_us}});
+  }
   return {{"generation", plan.generation},
           {"world_size", plan.world_size},
           {"measured", plan.measured},
           {"probe_ms", plan.probe_ms},
+          {"calibration_ms", plan.calibration_ms},
           {"links", links},
           {"gamma_us_per_byte", plan.gamma_us_per_byte},
+          {"calibration", calibration},
           {"table", table},
           {"predictions", prediction_json(rows)}};
 }
@@ -135,7 +160,12 @@ int run_plan(const PlanOptions& options) {
     }
   }
   const GroupPlan& plan = plans.front();
-  std::vector<PredictionRow> rows = predict_allreduce(plan.world_size, plan.network, sizes, 4);
+  std::vector<PredictionRow> rows = predict_allreduce(
+      plan.world_size,
+      [&plan](const OpShape& shape, Algorithm algorithm) {
+        return predicted_us(plan, shape, algorithm);
+      },
+      sizes, 4);
   for (PredictionRow& row : rows) row.chosen = plan.table.lookup(Collective::allreduce, row.bytes);
   if (options.json) {
     std::cout << plan_json(plan, rows).dump(2) << "\n";

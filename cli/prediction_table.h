@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "collective/algorithm_table.h"
 #include "collective/cost_model.h"
 
 namespace gradsync::cli {
@@ -18,7 +19,7 @@ struct PredictionRow {
 };
 
 // Sizes must be whole numbers of elements of `element_size` bytes.
-std::vector<PredictionRow> predict_allreduce(int ranks, const NetworkModel& network,
+std::vector<PredictionRow> predict_allreduce(int ranks, const AlgorithmTable::CostFunction& cost,
                                              const std::vector<std::uint64_t>& sizes,
                                              std::size_t element_size);
 

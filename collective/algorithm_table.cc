@@ -5,6 +5,12 @@
 namespace gradsync {
 
 AlgorithmTable AlgorithmTable::build(int world_size, const NetworkModel& network) {
+  return build(world_size, [&network](const OpShape& shape, Algorithm algorithm) {
+    return estimate_cost(shape, algorithm, network).time_us;
+  });
+}
+
+AlgorithmTable AlgorithmTable::build(int world_size, const CostFunction& cost) {
   std::vector<Threshold> thresholds;
   for (Collective collective : kAllCollectives) {
     const bool sized = collective != Collective::barrier;
@@ -14,7 +20,15 @@ AlgorithmTable AlgorithmTable::build(int world_size, const NetworkModel& network
                                       ? std::max<std::uint64_t>(bytes / 4 / world_size, 1)
                                       : bytes / 4;
       const OpShape shape{collective, world_size, sized ? count : 0, 4};
-      const Algorithm chosen = choose_algorithm(shape, network);
+      Algorithm chosen = algorithms_for(collective).front();
+      double best = cost(shape, chosen);
+      for (Algorithm candidate : algorithms_for(collective)) {
+        const double time = cost(shape, candidate);
+        if (time < best) {
+          best = time;
+          chosen = candidate;
+        }
+      }
       if (thresholds.empty() || thresholds.back().collective != collective ||
           thresholds.back().algorithm != chosen) {
         thresholds.push_back(

@@ -2,8 +2,21 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 namespace gradsync {
+
+double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm) {
+  const double modelled = estimate_cost(shape, algorithm, plan.network).time_us;
+  if (shape.collective != Collective::allreduce) return modelled;
+  return calibrated_us(plan.calibration, algorithm, shape.count * shape.element_size, modelled);
+}
+
+AlgorithmTable build_table(const GroupPlan& plan) {
+  return AlgorithmTable::build(plan.world_size, [&plan](const OpShape& shape, Algorithm algorithm) {
+    return predicted_us(plan, shape, algorithm);
+  });
+}
 
 std::string describe(const GroupPlan& plan) {
   double alpha_min = plan.network.alpha_us;
@@ -23,7 +36,15 @@ std::string describe(const GroupPlan& plan) {
                 beta_min > 0 ? 1e-3 / beta_min : 0.0,
                 plan.network.beta_us_per_byte > 0 ? 1e-3 / plan.network.beta_us_per_byte : 0.0,
                 plan.network.gamma_us_per_byte, plan.measured ? "measured" : "given");
-  return line + plan.table.describe();
+  std::string text = line;
+  for (const CalibrationSample& sample : plan.calibration) {
+    std::snprintf(line, sizeof line, "calibration: %s at %llu B: %.1f us measured, %.1f modelled\n",
+                  std::string(name(sample.algorithm)).c_str(),
+                  static_cast<unsigned long long>(sample.bytes), sample.measured_us,
+                  sample.modelled_us);
+    text += line;
+  }
+  return text + plan.table.describe();
 }
 
 }  // namespace gradsync

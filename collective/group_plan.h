@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collective/algorithm_table.h"
+#include "collective/calibration.h"
 #include "collective/cost_model.h"
 
 namespace gradsync {
@@ -18,13 +19,21 @@ struct GroupPlan {
   // True when the workers probed their links; false when the model came from the coordinator's
   // --alpha-us and --beta-us-per-byte.
   bool measured = false;
-  NetworkModel network;                   // network.gamma_us_per_byte is the slowest rank's
-  std::vector<double> gamma_us_per_byte;  // by rank, as measured
-  double probe_ms = 0;                    // how long the slowest rank's probing took
+  NetworkModel network;                        // network.gamma_us_per_byte is the slowest rank's
+  std::vector<double> gamma_us_per_byte;       // by rank, as measured
+  double probe_ms = 0;                         // how long the slowest rank's probing took
+  std::vector<CalibrationSample> calibration;  // all-reduce, by algorithm and size
+  double calibration_ms = 0;                   // how long the slowest rank's calibration took
   AlgorithmTable table;
 
   friend bool operator==(const GroupPlan&, const GroupPlan&) = default;
 };
+
+// The plan's predicted time of an op: the model's, scaled by the calibration (all-reduce only).
+double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm);
+
+// The algorithm table of the plan's predictions.
+AlgorithmTable build_table(const GroupPlan& plan);
 
 // For the logs: the range of α and β over the links, γ, and the table, one threshold a line.
 std::string describe(const GroupPlan& plan);

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/measured_network.h"
+#include "daemon/plan_builder.h"
 #include "daemon/ready_file.h"
 #include "gradsync.pb.h"
 #include "net/message_stream.h"
@@ -32,6 +32,10 @@ struct Member {
 };
 
 class Coordinator {
+  // What the coordinator waits for: members, then (unless given a model) probe reports, then
+  // calibration reports (unless the budget allows none); then the plan is out.
+  enum class Stage { forming, probing, calibrating, published };
+
  public:
   explicit Coordinator(const CoordinatorConfig& config) : config_(config) {}
 
@@ -83,7 +87,10 @@ class Coordinator {
                                     net::Deadline::after(config_.heartbeat_timeout));
       if (!status.ok()) break;
       if (message.has_probe_report()) {
-        status = take_report(member, message.probe_report());
+        status = take_probe_report(member, message.probe_report());
+        if (!status.ok()) break;
+      } else if (message.has_calibration_report()) {
+        status = take_calibration_report(member, message.calibration_report());
         if (!status.ok()) break;
       } else if (!message.has_heartbeat()) {
         status = Status(ErrorCode::protocol_error, "a message other than a heartbeat");
@@ -167,51 +174,103 @@ class Coordinator {
       if (!sent.ok()) spdlog::warn("coordinator: cannot send rank {} its assignment", member->rank);
     }
     formed_ = true;
-    reports_.resize(pending_.size());
+    probe_reports_.resize(pending_.size());
+    calibration_reports_.resize(pending_.size());
+    stage_ = Stage::probing;
     if (config_.network) {
-      publish(plan_from_model(kGeneration, config_.world_size, *config_.network));
+      plan_ = plan_from_model(kGeneration, config_.world_size, *config_.network);
+      publish();
     }
   }
 
-  Status take_report(const std::shared_ptr<Member>& member, const proto::ProbeReport& report) {
-    std::lock_guard lock(mutex_);
-    if (!formed_ || config_.network || published_ || reports_[member->rank].has_value()) {
-      return Status(ErrorCode::protocol_error, "a probe report the coordinator did not ask for");
+  // A worker's report of what it was asked to measure: `stage` is what the coordinator waits for.
+  template <typename Report>
+  Status check_report(const std::shared_ptr<Member>& member, const Report& report, Stage stage,
+                      const std::vector<std::optional<Report>>& reports) const {
+    if (stage_ != stage || reports[member->rank].has_value()) {
+      return Status(ErrorCode::protocol_error, "a report the coordinator did not ask for");
     }
     if (report.generation() != kGeneration || report.rank() != member->rank) {
       return Status(ErrorCode::protocol_error,
-                    "a probe report for rank " + std::to_string(report.rank()) + " of generation " +
+                    "a report for rank " + std::to_string(report.rank()) + " of generation " +
                         std::to_string(report.generation()) + " from rank " +
                         std::to_string(member->rank) + " of generation " +
                         std::to_string(kGeneration));
     }
-    reports_[member->rank] = report;
-    if (std::any_of(reports_.begin(), reports_.end(),
-                    [](const auto& entry) { return !entry.has_value(); })) {
-      return {};
-    }
-    std::vector<proto::ProbeReport> reports;
-    for (const auto& entry : reports_) reports.push_back(*entry);
-    GroupPlan plan;
-    if (Status status = plan_from_reports(kGeneration, reports, plan); !status.ok()) return status;
-    publish(plan);
     return {};
   }
 
-  // Sends every member the plan; called with mutex_ held.
-  void publish(const GroupPlan& plan) {
-    published_ = true;
-    spdlog::info("coordinator: generation {} plan ({}):\n{}", plan.generation,
-                 plan.measured ? "probing took " + std::to_string(plan.probe_ms) + " ms"
-                               : std::string("from the given model"),
-                 describe(plan));
+  template <typename Report>
+  static std::optional<std::vector<Report>> all_in(const std::vector<std::optional<Report>>& from) {
+    std::vector<Report> reports;
+    for (const auto& entry : from) {
+      if (!entry) return std::nullopt;
+      reports.push_back(*entry);
+    }
+    return reports;
+  }
+
+  Status take_probe_report(const std::shared_ptr<Member>& member,
+                           const proto::ProbeReport& report) {
+    std::lock_guard lock(mutex_);
+    if (Status status = check_report(member, report, Stage::probing, probe_reports_);
+        !status.ok()) {
+      return status;
+    }
+    probe_reports_[member->rank] = report;
+    const auto reports = all_in(probe_reports_);
+    if (!reports) return {};
+    if (Status status = plan_from_reports(kGeneration, *reports, plan_); !status.ok()) {
+      return status;
+    }
     proto::CoordinatorToWorker message;
-    to_proto(plan, *message.mutable_plan());
+    *message.mutable_calibration_request() = calibration_request(plan_, config_.calibration_budget);
+    if (message.calibration_request().sizes().empty()) {
+      publish();
+      return {};
+    }
+    stage_ = Stage::calibrating;
+    spdlog::info("coordinator: links probed in {:.0f} ms; calibrating all-reduce at {} sizes",
+                 plan_.probe_ms, message.calibration_request().sizes_size());
+    send_to_all(message, "the calibration request");
+    return {};
+  }
+
+  Status take_calibration_report(const std::shared_ptr<Member>& member,
+                                 const proto::CalibrationReport& report) {
+    std::lock_guard lock(mutex_);
+    if (Status status = check_report(member, report, Stage::calibrating, calibration_reports_);
+        !status.ok()) {
+      return status;
+    }
+    calibration_reports_[member->rank] = report;
+    const auto reports = all_in(calibration_reports_);
+    if (!reports) return {};
+    if (Status status = add_calibration(plan_, *reports); !status.ok()) return status;
+    publish();
+    return {};
+  }
+
+  void send_to_all(const proto::CoordinatorToWorker& message, const std::string& what) {
     for (const auto& member : pending_) {
       const Status sent =
           net::send_message(member->socket.get(), message, net::Deadline::after(kSendTimeout));
-      if (!sent.ok()) spdlog::warn("coordinator: cannot send rank {} the plan", member->rank);
+      if (!sent.ok()) spdlog::warn("coordinator: cannot send rank {} {}", member->rank, what);
     }
+  }
+
+  // Sends every member plan_; called with mutex_ held.
+  void publish() {
+    stage_ = Stage::published;
+    spdlog::info("coordinator: generation {} plan ({}):\n{}", plan_.generation,
+                 plan_.measured
+                     ? "probing took " + std::to_string(plan_.probe_ms) + " ms, calibration " +
+                           std::to_string(plan_.calibration_ms) + " ms"
+                     : std::string("from the given model"),
+                 describe(plan_));
+    proto::CoordinatorToWorker message;
+    to_proto(plan_, *message.mutable_plan());
+    send_to_all(message, "the plan");
   }
 
   void lose(const std::shared_ptr<Member>& member, const std::string& reason) {
@@ -240,9 +299,11 @@ class Coordinator {
   const CoordinatorConfig config_;
   std::mutex mutex_;
   std::vector<std::shared_ptr<Member>> pending_;  // every member, sorted by rank once formed
-  std::vector<std::optional<proto::ProbeReport>> reports_;  // by rank
+  Stage stage_ = Stage::forming;
+  std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
+  std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
+  GroupPlan plan_;
   bool formed_ = false;
-  bool published_ = false;
   bool aborted_ = false;
 };
 

@@ -6,7 +6,7 @@
 
 #include "collective/link_probe.h"
 #include "collective/reduce_kernels.h"
-#include "engine/executor.h"
+#include "net/deadline.h"
 
 namespace gradsync::daemon {
 
@@ -20,40 +20,35 @@ class LinkProber {
              const ProbeSettings& settings)
       : mesh_(mesh), abort_(abort), settings_(settings), data_(settings.bulk_bytes) {}
 
-  // Times one probe op, in microseconds.
-  Status time_op(const Schedule& schedule, double& elapsed_us) {
-    engine::ExecuteOptions options;
-    options.op_id = mesh_.next_op_id();
-    options.segment_bytes = settings_.segment_bytes;
-    options.deadline = net::Deadline::after(settings_.op_timeout);
-    options.abort = &abort_;
-    options.descriptor = {Collective::barrier, DataType::u8, ReduceOp::sum,
-                          Algorithm::probe,    /*root=*/0,   schedule.shape.count};
-    const auto start = net::Clock::now();
-    Status status = engine::execute(schedule, {data_.data(), nullptr}, mesh_, options);
-    elapsed_us = Microseconds(net::Clock::now() - start).count();
-    return status;
-  }
-
   // α and β of the link to `partner` (-1: this rank sits the round out, but runs the same ops).
   Status measure(int partner, proto::LinkMeasurement& link) {
     const int rank = mesh_.rank();
     const int p = mesh_.world_size();
     double elapsed_us = 0;
     // One round trip first, so that both ends start the timed ones together.
-    Status status =
-        time_op(ping_pong_schedule(rank, p, partner, 1, settings_.small_bytes), elapsed_us);
-    if (!status.ok()) return status;
-    status =
-        time_op(ping_pong_schedule(rank, p, partner, settings_.round_trips, settings_.small_bytes),
-                elapsed_us);
-    if (!status.ok()) return status;
-    const double alpha_us = elapsed_us / (2.0 * settings_.round_trips);
+    if (Status status =
+            time(ping_pong_schedule(rank, p, partner, 1, settings_.small_bytes), elapsed_us);
+        !status.ok()) {
+      return status;
+    }
+    // The median op: one that a descheduled rank slowed down does not count.
+    std::vector<double> alphas;
+    for (int op = 0; op < settings_.round_trip_ops; ++op) {
+      const Schedule round_trips =
+          ping_pong_schedule(rank, p, partner, settings_.round_trips_per_op, settings_.small_bytes);
+      if (Status status = time(round_trips, elapsed_us); !status.ok()) return status;
+      alphas.push_back(elapsed_us / (2.0 * settings_.round_trips_per_op));
+    }
+    std::nth_element(alphas.begin(), alphas.begin() + alphas.size() / 2, alphas.end());
+    const double alpha_us = alphas[alphas.size() / 2];
     // The faster of two exchanges: the first may still pay for TCP's slow start.
     double bulk_us = std::numeric_limits<double>::infinity();
     for (int attempt = 0; attempt < 2; ++attempt) {
-      status = time_op(bulk_exchange_schedule(rank, p, partner, settings_.bulk_bytes), elapsed_us);
-      if (!status.ok()) return status;
+      if (Status status =
+              time(bulk_exchange_schedule(rank, p, partner, settings_.bulk_bytes), elapsed_us);
+          !status.ok()) {
+        return status;
+      }
       bulk_us = std::min(bulk_us, elapsed_us);
     }
     link.set_from_rank(rank);
@@ -65,6 +60,14 @@ class LinkProber {
   }
 
  private:
+  Status time(const Schedule& schedule, double& elapsed_us) {
+    const engine::OpDescriptor descriptor{
+        Collective::barrier, DataType::u8, ReduceOp::sum, Algorithm::probe, 0,
+        schedule.shape.count};
+    return run_timed_op(mesh_, abort_, settings_.ops, schedule, descriptor, data_.data(),
+                        elapsed_us);
+  }
+
   engine::PeerMesh& mesh_;
   const engine::AbortSignal& abort_;
   const ProbeSettings& settings_;

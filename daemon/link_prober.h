@@ -1,25 +1,22 @@
 // Measures, when a group forms, what the cost model needs from this rank (DESIGN.md §5): the
 // latency α and time per byte β of its link to every peer, and γ, the time its reduce kernel takes
-// per byte. The coordinator combines every rank's report into the group's plan.
+// per byte. The coordinator combines every rank's report into the group's network model.
 #pragma once
 
-#include <chrono>
-#include <cstddef>
 #include <cstdint>
 
 #include "collective/status.h"
-#include "engine/abort_signal.h"
-#include "engine/peer_mesh.h"
+#include "daemon/timed_op.h"
 #include "gradsync.pb.h"
 
 namespace gradsync::daemon {
 
 struct ProbeSettings {
-  int round_trips = 16;                   // per link, for α
+  int round_trip_ops = 5;  // per link; α is the median over them
+  int round_trips_per_op = 4;
   std::uint64_t small_bytes = 8;          // per round trip message
   std::uint64_t bulk_bytes = 4ull << 20;  // per direction, for β
-  std::size_t segment_bytes = 1 << 20;
-  std::chrono::milliseconds op_timeout{10'000};  // each probe op's deadline
+  OwnOpSettings ops;
 };
 
 // Every rank of the mesh must call this at the same point of its op sequence: the probes are ops

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   double alpha_us = 0;
   double beta_us_per_byte = 0;
   int heartbeat_timeout_ms = 3000;
+  int calibration_ms = 300;
   CLI::App* coordinator = app.add_subcommand("coordinator", "Admit workers and assign ranks");
   coordinator->add_option("--listen", listen, "HOST:PORT to listen on (port 0: any)")
       ->envname("GRADSYNC_LISTEN")
@@ -88,6 +89,12 @@ int main(int argc, char** argv) {
                    "A worker silent this long is lost")
       ->envname("GRADSYNC_HEARTBEAT_TIMEOUT_MS")
       ->check(CLI::Range(100, 600'000));
+  coordinator
+      ->add_option("--calibration-ms", calibration_ms,
+                   "Time (by the measured model) that timing real all-reduce ops may take when "
+                   "the group forms; 0: the table comes from the model alone")
+      ->envname("GRADSYNC_CALIBRATION_MS")
+      ->check(CLI::Range(0, 60'000));
 
   std::string coordinator_address;
   std::string advertise;
@@ -132,20 +139,23 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (coordinator->parsed()) {
-      gradsync::daemon::CoordinatorConfig config{parse_address("--listen", listen), world_size,
-                                                 ready_file, std::nullopt,
-                                                 std::chrono::milliseconds(heartbeat_timeout_ms)};
+      gradsync::daemon::CoordinatorConfig config{parse_address("--listen", listen),
+                                                 world_size,
+                                                 ready_file,
+                                                 std::nullopt,
+                                                 std::chrono::milliseconds(heartbeat_timeout_ms),
+                                                 std::chrono::milliseconds(calibration_ms)};
       if (alpha_option->count() > 0) {
         config.network = gradsync::NetworkModel::uniform(alpha_us, beta_us_per_byte);
       }
       spdlog::set_pattern("[%H:%M:%S.%e] [coordinator] [%l] %v");
       spdlog::info(
           "listen={} world_size={} ready_file={} alpha_us={} beta_us_per_byte={} "
-          "heartbeat_timeout_ms={}",
+          "heartbeat_timeout_ms={} calibration_ms={}",
           listen, world_size, ready_file,
           config.network ? std::to_string(alpha_us) : std::string("(measured)"),
           config.network ? std::to_string(beta_us_per_byte) : std::string("(measured)"),
-          heartbeat_timeout_ms);
+          heartbeat_timeout_ms, calibration_ms);
       if (dry_run) return 0;
       stop_on_signals("");
       return gradsync::daemon::run_coordinator(config);

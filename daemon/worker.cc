@@ -2,12 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include <future>
-#include <mutex>
 #include <thread>
 
 #include "collective/algorithms.h"
+#include "daemon/calibrator.h"
 #include "daemon/client_server.h"
+#include "daemon/control_channel.h"
 #include "daemon/data_mesh.h"
 #include "daemon/link_prober.h"
 #include "engine/abort_signal.h"
@@ -25,69 +25,6 @@ constexpr auto kPlanTimeout = std::chrono::milliseconds(60'000);
 
 Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
 
-// Talks to the coordinator for the worker's whole life: the assignment, the plan, heartbeats,
-// aborts, and this rank's probe report.
-class ControlChannel {
- public:
-  ControlChannel(net::UniqueFd socket, std::chrono::milliseconds interval,
-                 engine::AbortSignal& abort)
-      : socket_(std::move(socket)), interval_(interval), abort_(abort) {}
-
-  std::future<proto::Assignment> assignment() { return assignment_.get_future(); }
-  std::future<proto::GroupPlan> plan() { return plan_.get_future(); }
-  void start() {
-    std::thread([this] { run(); }).detach();
-  }
-  // Heartbeats go out from the channel's own thread: one writer at a time.
-  Status send(const proto::WorkerToCoordinator& message) {
-    std::lock_guard lock(write_mutex_);
-    return net::send_message(socket_.get(), message, net::Deadline::after(interval_));
-  }
-
- private:
-  void run() {
-    bool assigned = false;
-    bool planned = false;
-    proto::WorkerToCoordinator heartbeat;
-    heartbeat.mutable_heartbeat();
-    while (true) {
-      proto::CoordinatorToWorker message;
-      Status status = net::receive_message(socket_.get(), message, net::Deadline::after(interval_));
-      if (status.code() == ErrorCode::deadline_exceeded) {
-        status = send(heartbeat);
-        if (status.ok()) continue;
-      }
-      if (!status.ok()) {
-        abort_.raise(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()));
-        const auto lost = std::make_exception_ptr(std::runtime_error(
-            "lost the coordinator before the group was ready: " + status.message()));
-        if (!assigned) assignment_.set_exception(lost);
-        if (!planned) plan_.set_exception(lost);
-        return;
-      }
-      if (message.has_assignment() && !assigned) {
-        assigned = true;
-        heartbeat.mutable_heartbeat()->set_rank(message.assignment().rank());
-        heartbeat.mutable_heartbeat()->set_generation(message.assignment().generation());
-        assignment_.set_value(message.assignment());
-      } else if (message.has_plan() && assigned && !planned) {
-        planned = true;
-        plan_.set_value(message.plan());
-      } else if (message.has_abort()) {
-        abort_.raise(from_proto(message.abort().reason()));
-        spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
-      }
-    }
-  }
-
-  net::UniqueFd socket_;
-  std::chrono::milliseconds interval_;
-  engine::AbortSignal& abort_;
-  std::mutex write_mutex_;
-  std::promise<proto::Assignment> assignment_;
-  std::promise<proto::GroupPlan> plan_;
-};
-
 class Worker {
  public:
   explicit Worker(const WorkerConfig& config) : config_(config) {}
@@ -100,57 +37,38 @@ class Worker {
       return 2;
     }
     ControlChannel channel(std::move(control), config_.heartbeat_interval, abort_);
-    auto assignment_future = channel.assignment();
-    auto plan_future = channel.plan();
     channel.start();
-    proto::Assignment assignment;
-    if (Status status =
-            await(assignment_future, config_.join_timeout, "the group to form", assignment);
-        !status.ok()) {
+    proto::CoordinatorToWorker message;
+    Status status = channel.next(config_.join_timeout, "the group to form", message);
+    if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
+    if (!status.ok()) {
       spdlog::error("worker: {}", status.message());
       return 2;
     }
+    const proto::Assignment assignment = message.assignment();
     const MeshPlan plan = plan_from(assignment);
     rank_ = plan.rank;
     spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
                  plan.generation);
     std::vector<net::UniqueFd> sockets;
-    if (Status status =
-            form_data_mesh(plan, data_listener.get(), net::Deadline::after(kMeshTimeout), sockets);
-        !status.ok()) {
+    status = form_data_mesh(plan, data_listener.get(), net::Deadline::after(kMeshTimeout), sockets);
+    if (!status.ok()) {
       spdlog::error("worker rank {}: {}", plan.rank, status.message());
       return 2;
     }
     engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(sockets));
     IntruderGuard guard(data_listener.get(), plan);
-    if (assignment.probe_links()) {
-      proto::WorkerToCoordinator message;
-      ProbeSettings settings;
-      settings.segment_bytes = config_.segment_bytes;
-      Status status = probe_links(mesh, abort_, settings, *message.mutable_probe_report());
-      if (status.ok()) status = channel.send(message);
-      if (!status.ok()) {
-        spdlog::error("worker rank {}: {}", plan.rank, status.message());
-        return 2;
-      }
-      spdlog::info("worker rank {}: probed {} links in {:.0f} ms", plan.rank,
-                   message.probe_report().links_size(), message.probe_report().probe_ms());
-    }
     proto::GroupPlan plan_message;
-    if (Status status = await(plan_future, kPlanTimeout, "the group's plan", plan_message);
-        !status.ok()) {
-      spdlog::error("worker rank {}: {}", plan.rank, status.message());
-      return 2;
-    }
-    if (Status status = from_proto(plan_message, plan_); !status.ok()) {
-      spdlog::error("worker rank {}: {}", plan.rank, status.message());
+    if (Status ready = prepare_plan(assignment, mesh, channel, plan_message); !ready.ok()) {
+      spdlog::error("worker rank {}: {}", plan.rank, ready.message());
       return 2;
     }
     spdlog::info("worker rank {}: generation {} plan:\n{}", plan.rank, plan_.generation,
                  describe(plan_));
 
     net::UniqueFd client_listener;
-    if (Status status = net::listen_unix(config_.socket_path, client_listener); !status.ok()) {
+    status = net::listen_unix(config_.socket_path, client_listener);
+    if (!status.ok()) {
       spdlog::error("worker: {}", status.message());
       return 2;
     }
@@ -165,20 +83,41 @@ class Worker {
   }
 
  private:
-  // Waits for what the control channel delivers, up to `timeout`.
-  template <typename T>
-  static Status await(std::future<T>& future, std::chrono::milliseconds timeout,
-                      const std::string& what, T& value) {
-    if (future.wait_for(timeout) != std::future_status::ready) {
-      return Status(ErrorCode::deadline_exceeded,
-                    "waited " + std::to_string(timeout.count()) + " ms for " + what);
+  static Status unexpected(const std::string& wanted) {
+    return Status(ErrorCode::protocol_error, "the coordinator sent something other than " + wanted);
+  }
+
+  // Measures what the coordinator asks for (the links, then all-reduce itself) and takes the
+  // group's plan, which decides what auto runs.
+  Status prepare_plan(const proto::Assignment& assignment, engine::PeerMesh& mesh,
+                      ControlChannel& channel, proto::GroupPlan& plan_message) {
+    OwnOpSettings own_ops;
+    own_ops.segment_bytes = config_.segment_bytes;
+    if (assignment.probe_links()) {
+      proto::WorkerToCoordinator report;
+      ProbeSettings settings;
+      settings.ops = own_ops;
+      Status status = probe_links(mesh, abort_, settings, *report.mutable_probe_report());
+      if (status.ok()) status = channel.send(report);
+      if (!status.ok()) return status;
+      spdlog::info("worker rank {}: probed {} links in {:.0f} ms", mesh.rank(),
+                   report.probe_report().links_size(), report.probe_report().probe_ms());
     }
-    try {
-      value = future.get();
-    } catch (const std::exception& error) {
-      return Status(ErrorCode::aborted, error.what());
+    proto::CoordinatorToWorker message;
+    if (Status status = channel.next(kPlanTimeout, "the group's plan", message); !status.ok()) {
+      return status;
     }
-    return {};
+    if (message.has_calibration_request()) {
+      proto::WorkerToCoordinator report;
+      Status status = calibrate(mesh, abort_, own_ops, message.calibration_request(),
+                                *report.mutable_calibration_report());
+      if (status.ok()) status = channel.send(report);
+      if (status.ok()) status = channel.next(kPlanTimeout, "the group's plan", message);
+      if (!status.ok()) return status;
+    }
+    if (!message.has_plan()) return unexpected("the group's plan");
+    plan_message = message.plan();
+    return from_proto(plan_message, plan_);
   }
 
   Status join(net::UniqueFd& data_listener, net::UniqueFd& control) {

@@ -80,6 +80,14 @@ void to_proto(const GroupPlan& plan, proto::GroupPlan& out) {
   }
   for (double gamma : plan.gamma_us_per_byte) out.add_rank_gamma_us_per_byte(gamma);
   out.set_probe_ms(plan.probe_ms);
+  out.set_calibration_ms(plan.calibration_ms);
+  for (const CalibrationSample& sample : plan.calibration) {
+    proto::CalibrationSample& entry = *out.add_calibration();
+    entry.set_algorithm(to_proto(sample.algorithm));
+    entry.set_bytes(sample.bytes);
+    entry.set_measured_us(sample.measured_us);
+    entry.set_modelled_us(sample.modelled_us);
+  }
   for (const Threshold& threshold : plan.table.thresholds()) {
     proto::AlgorithmThreshold& entry = *out.add_algorithm_table();
     entry.set_collective(to_proto(threshold.collective));
@@ -123,6 +131,15 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
   plan.gamma_us_per_byte.assign(message.rank_gamma_us_per_byte().begin(),
                                 message.rank_gamma_us_per_byte().end());
   plan.probe_ms = message.probe_ms();
+  plan.calibration_ms = message.calibration_ms();
+  for (const proto::CalibrationSample& entry : message.calibration()) {
+    const auto algorithm = from_proto(entry.algorithm());
+    if (!algorithm || !supports(Collective::allreduce, *algorithm)) {
+      return invalid("a calibration sample names an algorithm that is not an all-reduce");
+    }
+    plan.calibration.push_back(
+        {*algorithm, entry.bytes(), entry.measured_us(), entry.modelled_us()});
+  }
   std::vector<Threshold> thresholds;
   for (const proto::AlgorithmThreshold& entry : message.algorithm_table()) {
     const auto collective = from_proto(entry.collective());

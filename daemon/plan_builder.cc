@@ -1,8 +1,13 @@
-#include "daemon/measured_network.h"
+#include "daemon/plan_builder.h"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
+#include <utility>
+
+#include "collective/algorithms.h"
+#include "proto/convert.h"
 
 namespace gradsync::daemon {
 
@@ -71,7 +76,62 @@ Status plan_from_reports(std::uint64_t generation, const std::vector<proto::Prob
   }
   network.gamma_us_per_byte =
       *std::max_element(plan.gamma_us_per_byte.begin(), plan.gamma_us_per_byte.end());
-  plan.table = AlgorithmTable::build(p, network);
+  plan.table = build_table(plan);
+  return {};
+}
+
+proto::CalibrationRequest calibration_request(const GroupPlan& plan,
+                                              std::chrono::milliseconds budget) {
+  constexpr double kTargetUsPerSize = 20'000;  // for the repetitions of one size's algorithms
+  constexpr int kMinRepetitions = 2;
+  constexpr int kMaxRepetitions = 10;
+  proto::CalibrationRequest request;
+  request.set_generation(plan.generation);
+  if (plan.world_size < 2) return request;
+  const double budget_us = std::chrono::duration<double, std::micro>(budget).count();
+  double spent_us = 0;
+  for (const std::uint64_t bytes : {4ull, 64ull << 10, 1ull << 20, 4ull << 20}) {
+    const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
+    double once_us = 0;  // every algorithm once
+    for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
+      once_us += predicted_us(plan, shape, algorithm);
+    }
+    const int repetitions =
+        static_cast<int>(std::clamp(kTargetUsPerSize / std::max(once_us, 1.0),
+                                    double{kMinRepetitions}, double{kMaxRepetitions}));
+    spent_us += repetitions * once_us;
+    if (spent_us > budget_us) break;
+    proto::CalibrationRequest::Size& size = *request.add_sizes();
+    size.set_bytes(bytes);
+    size.set_repetitions(repetitions);
+  }
+  return request;
+}
+
+Status add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport>& reports) {
+  std::map<std::pair<Algorithm, std::uint64_t>, double> slowest;
+  plan.calibration_ms = 0;
+  for (std::size_t rank = 0; rank < reports.size(); ++rank) {
+    plan.calibration_ms = std::max(plan.calibration_ms, reports[rank].calibration_ms());
+    for (const proto::CalibrationSample& sample : reports[rank].samples()) {
+      const auto algorithm = from_proto(sample.algorithm());
+      if (!algorithm || !supports(Collective::allreduce, *algorithm) ||
+          !usable(sample.measured_us())) {
+        return Status(ErrorCode::protocol_error,
+                      "rank " + std::to_string(rank) + " sent a bad calibration sample");
+      }
+      double& time = slowest[{*algorithm, sample.bytes()}];
+      time = std::max(time, sample.measured_us());
+    }
+  }
+  plan.calibration.clear();
+  for (const auto& [key, measured_us] : slowest) {
+    const auto& [algorithm, bytes] = key;
+    const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
+    plan.calibration.push_back(
+        {algorithm, bytes, measured_us, estimate_cost(shape, algorithm, plan.network).time_us});
+  }
+  plan.table = build_table(plan);
   return {};
 }
 

@@ -1,0 +1,70 @@
+#include "daemon/calibrator.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "collective/algorithms.h"
+#include "net/deadline.h"
+#include "proto/convert.h"
+
+namespace gradsync::daemon {
+
+namespace {
+
+// The coordinator asks for sizes within its time budget; this bounds a request gone wrong.
+constexpr std::uint64_t kMaxCalibrationBytes = 64ull << 20;
+constexpr int kMaxRepetitions = 16;
+
+}  // namespace
+
+Status calibrate(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
+                 const OwnOpSettings& settings, const proto::CalibrationRequest& request,
+                 proto::CalibrationReport& report) {
+  const auto start = net::Clock::now();
+  std::uint64_t largest = 0;
+  for (const proto::CalibrationRequest::Size& size : request.sizes()) {
+    if (size.bytes() % 4 != 0 || size.bytes() > kMaxCalibrationBytes || size.repetitions() < 1 ||
+        size.repetitions() > kMaxRepetitions) {
+      return Status(ErrorCode::protocol_error,
+                    "the coordinator asked to calibrate at " + std::to_string(size.bytes()) +
+                        " bytes " + std::to_string(size.repetitions()) +
+                        " times: not a whole number of f32 elements up to 64 MiB, 1 to " +
+                        std::to_string(kMaxRepetitions) + " times");
+    }
+    largest = std::max(largest, size.bytes());
+  }
+  // Zeros: every sum stays zero, so no op meets a slow path for infinities or denormals.
+  std::vector<std::byte> data(largest);
+  report.Clear();
+  report.set_generation(mesh.generation());
+  report.set_rank(mesh.rank());
+  for (const proto::CalibrationRequest::Size& size : request.sizes()) {
+    const std::uint64_t bytes = size.bytes();
+    const OpShape shape{Collective::allreduce, mesh.world_size(), bytes / 4, 4};
+    for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
+      const Schedule schedule = build_schedule(shape, algorithm, mesh.rank());
+      const engine::OpDescriptor descriptor{
+          Collective::allreduce, DataType::f32, ReduceOp::sum, algorithm, 0, shape.count};
+      double best_us = std::numeric_limits<double>::infinity();
+      for (int repetition = 0; repetition < size.repetitions(); ++repetition) {
+        double elapsed_us = 0;
+        if (Status status =
+                run_timed_op(mesh, abort, settings, schedule, descriptor, data.data(), elapsed_us);
+            !status.ok()) {
+          return Status(status.code(), "calibration failed: " + status.message());
+        }
+        best_us = std::min(best_us, elapsed_us);
+      }
+      proto::CalibrationSample& sample = *report.add_samples();
+      sample.set_algorithm(to_proto(algorithm));
+      sample.set_bytes(bytes);
+      sample.set_measured_us(best_us);
+    }
+  }
+  report.set_calibration_ms(
+      std::chrono::duration<double, std::milli>(net::Clock::now() - start).count());
+  return {};
+}
+
+}  // namespace gradsync::daemon
