@@ -44,10 +44,13 @@ Status LocalCluster::start(const LocalClusterOptions& options,
     return options.verbose ? std::string() : result->directory_ + "/" + name + ".log";
   };
   const std::string ready = result->directory_ + "/coordinator.address";
-  result->coordinator_ =
-      ChildProcess::start({daemon, "coordinator", "--listen", "127.0.0.1:0", "--world-size",
-                           std::to_string(options.workers), "--ready-file", ready},
-                          log("coordinator"));
+  std::vector<std::string> coordinator_argv = {daemon,         "coordinator",
+                                               "--listen",     "127.0.0.1:0",
+                                               "--world-size", std::to_string(options.workers),
+                                               "--ready-file", ready};
+  coordinator_argv.insert(coordinator_argv.end(), options.coordinator_flags.begin(),
+                          options.coordinator_flags.end());
+  result->coordinator_ = ChildProcess::start(coordinator_argv, log("coordinator"));
   const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
   while (!std::filesystem::exists(ready)) {
     if (!result->coordinator_.running() || std::chrono::steady_clock::now() > deadline) {

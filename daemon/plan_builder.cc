@@ -57,8 +57,11 @@ Status plan_from_reports(std::uint64_t generation, const std::vector<proto::Prob
     plan.probe_ms = std::max(plan.probe_ms, report.probe_ms());
   }
   NetworkModel& network = plan.network;
-  network.world_size = p;
-  network.links.assign(pairs, LinkCost{});
+  // A single rank has no links to list.
+  if (p > 1) {
+    network.world_size = p;
+    network.links.assign(pairs, LinkCost{});
+  }
   for (int from = 0; from < p; ++from) {
     for (int to = 0; to < p; ++to) {
       if (from == to) continue;

@@ -1,4 +1,4 @@
-// Bad command lines for gradsync bench, gradsync local and gradsyncd: each is refused at once with
+// Bad command lines for gradsync bench, plan and local, and for gradsyncd: each is refused at once with
 // a message naming what is wrong, and nothing starts.
 #include <gtest/gtest.h>
 
@@ -37,6 +37,14 @@ INSTANTIATE_TEST_SUITE_P(
                    "--max-bytes: '4' is not a size >= --min-bytes"},
         BadCommand{"bench --sockets /tmp/x --algorithm bruck", "--algorithm: bruck not in"},
         BadCommand{"bench --sockets /tmp/x --step-factor 1", "--step-factor"},
+        BadCommand{"bench --sockets /tmp/x --alpha-us 5 --dry-run",
+                   "--alpha-us requires --beta-us-per-byte"},
+        BadCommand{"plan", "no daemon sockets: give --sockets or run under gradsync local"},
+        BadCommand{"plan --sockets /tmp/x --sizes 6",
+                   "--sizes: 6 bytes is not a whole number of f32 elements"},
+        BadCommand{"plan --sockets /tmp/x --sizes 4,zz", "--sizes: 'zz' is not a size in bytes"},
+        BadCommand{"plan --sockets /nonexistent/gs.sock --connect-timeout-ms 0",
+                   "cannot connect to /nonexistent/gs.sock"},
         BadCommand{"local --workers 0", "--workers: Value 0 not in range 1 to 64"},
         BadCommand{"local --workers 2 --segment-bytes 10", "--segment-bytes"},
         BadCommand{"coordinator --listen 127.0.0.1:0 --world-size 0", "--world-size", true},
@@ -46,6 +54,10 @@ INSTANTIATE_TEST_SUITE_P(
                    "the port must be a number from 0 to 65535", true},
         BadCommand{"worker --coordinator 127.0.0.1:1 --listen 127.0.0.1:0", "--socket is required",
                    true},
+        BadCommand{"coordinator --listen 127.0.0.1:0 --world-size 2 --alpha-us 5 --dry-run",
+                   "--alpha-us requires --beta-us-per-byte", true},
+        BadCommand{"coordinator --listen 127.0.0.1:0 --world-size 2 --calibration-ms -1",
+                   "--calibration-ms: Value -1 not in range 0 to 60000", true},
         BadCommand{"--dry-run", "A subcommand is required", true}));
 
 }  // namespace

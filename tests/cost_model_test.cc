@@ -106,5 +106,75 @@ TEST(CostModel, ASingleRankCostsNothing) {
   }
 }
 
+// A per-link network of p ranks whose links all cost the same, but for those touching `slow`.
+NetworkModel links_with_slow_rank(int p, double alpha, double beta, int slow, double slow_beta) {
+  NetworkModel network = NetworkModel::uniform(alpha, beta);
+  network.world_size = p;
+  network.links.assign(static_cast<std::size_t>(p) * p, LinkCost{alpha, beta});
+  for (int other = 0; other < p; ++other) {
+    network.links[static_cast<std::size_t>(slow) * p + other].beta_us_per_byte = slow_beta;
+    network.links[static_cast<std::size_t>(other) * p + slow].beta_us_per_byte = slow_beta;
+  }
+  return network;
+}
+
+TEST(CostModel, PerLinkCostsEqualTheUniformModelWhenEveryLinkIsTheSame) {
+  for (int p : {2, 3, 4, 7, 8}) {
+    const NetworkModel uniform = NetworkModel::uniform(12.0, 0.003);
+    const NetworkModel per_link = links_with_slow_rank(p, 12.0, 0.003, 0, 0.003);
+    ASSERT_TRUE(per_link.per_link());
+    for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
+      for (std::uint64_t count : {0ull, 1ull, 1000ull, 123457ull}) {
+        const OpShape shape{Collective::allreduce, p, count, 4};
+        EXPECT_DOUBLE_EQ(estimate_cost(shape, algorithm, per_link).time_us,
+                         estimate_cost(shape, algorithm, uniform).time_us)
+            << name(algorithm) << " p=" << p << " count=" << count;
+      }
+    }
+  }
+}
+
+TEST(CostModel, ASlowLinkSlowsTheRoundsThatUseItAndMovesTheSwitchToSmallerSizes) {
+  const int p = 4;
+  const NetworkModel fast = links_with_slow_rank(p, 50.0, 0.008, 2, 0.008);
+  const NetworkModel slowed = links_with_slow_rank(p, 50.0, 0.008, 2, 0.08);
+  const OpShape shape{Collective::allreduce, p, 1 << 20, 4};
+  for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
+    EXPECT_GT(estimate_cost(shape, algorithm, slowed).time_us,
+              estimate_cost(shape, algorithm, fast).time_us * 5)
+        << name(algorithm) << ": every algorithm uses rank 2 in its bandwidth rounds";
+  }
+  // The smallest size from which the latency-optimal hypercube is no longer chosen.
+  const auto switch_point = [](const NetworkModel& network) {
+    for (std::uint64_t bytes = 4; bytes <= (1ull << 30); bytes *= 2) {
+      if (choose_algorithm({Collective::allreduce, 4, bytes / 4, 4}, network) !=
+          Algorithm::hypercube) {
+        return bytes;
+      }
+    }
+    return std::uint64_t{0};
+  };
+  ASSERT_GT(switch_point(fast), 0u);
+  EXPECT_LT(switch_point(slowed), switch_point(fast));
+}
+
+TEST(CostModel, GammaPricesTheBytesARoundReduces) {
+  const NetworkModel without = NetworkModel::uniform(10.0, 0.001);
+  const NetworkModel with = NetworkModel::uniform(10.0, 0.001, 0.0005);
+  // p = 4, 4000 elements: the ring reduces three chunks of 1000 f32 on every rank; the hypercube
+  // reduces the whole 16000 bytes twice.
+  const OpShape shape{Collective::allreduce, 4, 4000, 4};
+  EXPECT_DOUBLE_EQ(estimate_cost(shape, Algorithm::ring, with).time_us -
+                       estimate_cost(shape, Algorithm::ring, without).time_us,
+                   3 * 4000 * 0.0005);
+  EXPECT_DOUBLE_EQ(estimate_cost(shape, Algorithm::hypercube, with).time_us -
+                       estimate_cost(shape, Algorithm::hypercube, without).time_us,
+                   2 * 16000 * 0.0005);
+  // Data movement reduces nothing.
+  const OpShape gather{Collective::allgather, 4, 4000, 4};
+  EXPECT_DOUBLE_EQ(estimate_cost(gather, Algorithm::ring, with).time_us,
+                   estimate_cost(gather, Algorithm::ring, without).time_us);
+}
+
 }  // namespace
 }  // namespace gradsync

@@ -20,7 +20,8 @@ struct TestCluster {
 // Starts `workers` daemons (gradsyncd from GRADSYNC_DAEMON, the build's) and connects a client
 // to each; fails the current test on error.
 TestCluster start_cluster(int workers, const std::string& algorithm = "",
-                          std::size_t segment_bytes = 0);
+                          std::size_t segment_bytes = 0,
+                          const std::vector<std::string>& coordinator_flags = {});
 
 // Runs `body(rank, client)` on one thread per rank and waits for all of them.
 void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>& body);

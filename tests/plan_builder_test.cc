@@ -1,0 +1,156 @@
+// The coordinator's plan (daemon/plan_builder.h): probe reports combined into per-link costs, the
+// calibration request within its budget, calibration reports folded in, and the plan's trip through
+// protobuf, with a clear error for every malformed input.
+#include "daemon/plan_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "proto/convert.h"
+
+namespace gradsync::daemon {
+namespace {
+
+// Every rank measured every link at `alpha` and `beta`, but rank `odd` measured its link to
+// `odd_peer` at three times that (so the link's mean is twice).
+std::vector<proto::ProbeReport> reports(int p, double alpha, double beta, int odd = -1,
+                                        int odd_peer = -1) {
+  std::vector<proto::ProbeReport> result(p);
+  for (int rank = 0; rank < p; ++rank) {
+    result[rank].set_generation(1);
+    result[rank].set_rank(rank);
+    result[rank].set_gamma_us_per_byte(0.0001 * (rank + 1));
+    result[rank].set_probe_ms(10.0 * rank);
+    for (int peer = 0; peer < p; ++peer) {
+      if (peer == rank) continue;
+      const double scale = rank == odd && peer == odd_peer ? 3.0 : 1.0;
+      proto::LinkMeasurement& link = *result[rank].add_links();
+      link.set_from_rank(rank);
+      link.set_to_rank(peer);
+      link.set_alpha_us(alpha * scale);
+      link.set_beta_us_per_byte(beta * scale);
+    }
+  }
+  return result;
+}
+
+TEST(PlanBuilder, ALinkCostsTheMeanOfItsTwoEndsInBothDirections) {
+  GroupPlan plan;
+  ASSERT_TRUE(plan_from_reports(1, reports(4, 10.0, 0.001, 1, 3), plan).ok());
+  EXPECT_TRUE(plan.measured);
+  EXPECT_EQ(plan.world_size, 4);
+  EXPECT_EQ(plan.network.link(1, 3), (LinkCost{20.0, 0.002}));
+  EXPECT_EQ(plan.network.link(3, 1), (LinkCost{20.0, 0.002}));
+  EXPECT_EQ(plan.network.link(0, 2), (LinkCost{10.0, 0.001}));
+  EXPECT_DOUBLE_EQ(plan.network.alpha_us, 20.0) << "the slowest link, for links not listed";
+  EXPECT_DOUBLE_EQ(plan.network.gamma_us_per_byte, 0.0004) << "the slowest rank's";
+  EXPECT_EQ(plan.gamma_us_per_byte.size(), 4u);
+  EXPECT_DOUBLE_EQ(plan.probe_ms, 30.0);
+  EXPECT_FALSE(plan.table.thresholds().empty());
+}
+
+TEST(PlanBuilder, RefusesReportsThatDoNotAddUp) {
+  GroupPlan plan;
+  auto missing = reports(3, 10.0, 0.001);
+  missing[2].mutable_links()->RemoveLast();
+  Status status = plan_from_reports(1, missing, plan);
+  EXPECT_EQ(status.code(), ErrorCode::protocol_error);
+  EXPECT_NE(status.message().find("from both ends"), std::string::npos) << status.message();
+
+  auto wrong_rank = reports(3, 10.0, 0.001);
+  wrong_rank[1].set_rank(2);
+  status = plan_from_reports(1, wrong_rank, plan);
+  EXPECT_NE(status.message().find("rank 1 sent a bad probe report: it claims rank 2"),
+            std::string::npos)
+      << status.message();
+
+  auto outside = reports(3, 10.0, 0.001);
+  outside[0].mutable_links(0)->set_to_rank(7);
+  status = plan_from_reports(1, outside, plan);
+  EXPECT_NE(status.message().find("a link from rank 0 to rank 7"), std::string::npos)
+      << status.message();
+
+  auto negative = reports(3, 10.0, 0.001);
+  negative[2].mutable_links(0)->set_beta_us_per_byte(-1.0);
+  EXPECT_EQ(plan_from_reports(1, negative, plan).code(), ErrorCode::protocol_error);
+
+  auto not_a_number = reports(3, 10.0, 0.001);
+  not_a_number[0].set_gamma_us_per_byte(std::nan(""));
+  EXPECT_EQ(plan_from_reports(1, not_a_number, plan).code(), ErrorCode::protocol_error);
+}
+
+TEST(PlanBuilder, CalibratesAsFarAsTheBudgetAllowsAndRepeatsSmallSizesMore) {
+  GroupPlan plan;
+  ASSERT_TRUE(plan_from_reports(1, reports(4, 10.0, 0.001), plan).ok());
+  const proto::CalibrationRequest all = calibration_request(plan, std::chrono::seconds(60));
+  ASSERT_EQ(all.sizes_size(), 4);
+  EXPECT_EQ(all.sizes(0).bytes(), 4u);
+  EXPECT_EQ(all.sizes(3).bytes(), 4u << 20);
+  EXPECT_GT(all.sizes(0).repetitions(), all.sizes(3).repetitions());
+  EXPECT_GE(all.sizes(3).repetitions(), 2);
+  // 4 MiB at 1 GB/s takes milliseconds per algorithm: a 5 ms budget stops before it.
+  const proto::CalibrationRequest some = calibration_request(plan, std::chrono::milliseconds(5));
+  EXPECT_GT(some.sizes_size(), 0);
+  EXPECT_LT(some.sizes_size(), 4);
+  EXPECT_EQ(calibration_request(plan, std::chrono::milliseconds(0)).sizes_size(), 0);
+
+  GroupPlan single;
+  ASSERT_TRUE(plan_from_reports(1, reports(1, 10.0, 0.001), single).ok());
+  EXPECT_EQ(calibration_request(single, std::chrono::seconds(60)).sizes_size(), 0)
+      << "one rank has nothing to calibrate";
+}
+
+TEST(PlanBuilder, CalibrationTakesTheSlowestRanksTime) {
+  GroupPlan plan;
+  ASSERT_TRUE(plan_from_reports(1, reports(2, 10.0, 0.001), plan).ok());
+  std::vector<proto::CalibrationReport> calibration(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    calibration[rank].set_rank(rank);
+    calibration[rank].set_calibration_ms(5.0 + rank);
+    proto::CalibrationSample& sample = *calibration[rank].add_samples();
+    sample.set_algorithm(proto::ALGORITHM_RING);
+    sample.set_bytes(1 << 20);
+    sample.set_measured_us(rank == 0 ? 900.0 : 1500.0);
+  }
+  ASSERT_TRUE(add_calibration(plan, calibration).ok());
+  ASSERT_EQ(plan.calibration.size(), 1u);
+  EXPECT_EQ(plan.calibration[0].algorithm, Algorithm::ring);
+  EXPECT_DOUBLE_EQ(plan.calibration[0].measured_us, 1500.0);
+  EXPECT_GT(plan.calibration[0].modelled_us, 0.0);
+  EXPECT_DOUBLE_EQ(plan.calibration_ms, 6.0);
+
+  calibration[1].mutable_samples(0)->set_algorithm(proto::ALGORITHM_BRUCK);
+  const Status status = add_calibration(plan, calibration);
+  EXPECT_EQ(status.code(), ErrorCode::protocol_error);
+  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status.message();
+}
+
+TEST(PlanBuilder, APlanSurvivesProtobufAndABrokenOneIsRefused) {
+  GroupPlan plan;
+  ASSERT_TRUE(plan_from_reports(7, reports(3, 10.0, 0.001, 0, 2), plan).ok());
+  plan.calibration.push_back({Algorithm::tree, 4096, 80.0, 40.0});
+  plan.table = build_table(plan);
+  proto::GroupPlan message;
+  to_proto(plan, message);
+  GroupPlan back;
+  ASSERT_TRUE(from_proto(message, back).ok());
+  EXPECT_EQ(back, plan);
+
+  proto::GroupPlan partial = message;
+  partial.mutable_links()->RemoveLast();
+  EXPECT_NE(from_proto(partial, back).message().find("does not cover every pair"),
+            std::string::npos);
+  proto::GroupPlan stray = message;
+  stray.mutable_links(0)->set_from_rank(3);
+  EXPECT_NE(from_proto(stray, back).message().find("a link from rank 3"), std::string::npos);
+  proto::GroupPlan empty = message;
+  empty.set_world_size(0);
+  EXPECT_EQ(from_proto(empty, back).code(), ErrorCode::protocol_error);
+  proto::GroupPlan unsupported = message;
+  unsupported.mutable_algorithm_table(0)->set_algorithm(proto::ALGORITHM_PROBE);
+  EXPECT_EQ(from_proto(unsupported, back).code(), ErrorCode::protocol_error);
+}
+
+}  // namespace
+}  // namespace gradsync::daemon
