@@ -69,21 +69,23 @@ void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
   }
   if (!plan.calibration.empty()) {
     std::printf(
-        "\ncalibration: real all-reduce ops (the slowest rank's best time, us) beside the model\n");
-    std::printf("%14s  %17s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured", "modelled",
-                "ratio");
+        "\ncalibration: real all-reduce ops (the slowest rank's best time, us) beside the model's "
+        "latency and transfer terms\n");
+    std::printf("%14s  %17s  %12s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured", "latency",
+                "transfer", "ratio");
     for (const CalibrationSample& sample : plan.calibration) {
-      std::printf("%14llu  %17s  %12.1f  %12.1f  %8.2f\n",
+      std::printf("%14llu  %17s  %12.1f  %12.1f  %12.1f  %8.2f\n",
                   static_cast<unsigned long long>(sample.bytes),
                   std::string(name(sample.algorithm)).c_str(), sample.measured_us,
-                  sample.modelled_us, sample.measured_us / sample.modelled_us);
+                  sample.modelled_latency_us, sample.modelled_transfer_us,
+                  sample.measured_us / sample.modelled_us());
     }
   }
   std::printf("\nalgorithm table (what auto runs, by bytes per rank):\n%s",
               plan.table.describe().c_str());
   std::printf(
-      "\npredicted all-reduce time in us (f32): the model times the calibrated ratio, "
-      "interpolated between the calibrated sizes; * marks what auto runs\n");
+      "\npredicted all-reduce time in us (f32): the calibrated measurements, the model beyond "
+      "them; * marks what auto runs\n");
   print_prediction_table(rows);
 }
 
@@ -110,7 +112,8 @@ nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<Predic
     calibration.push_back({{"algorithm", name(sample.algorithm)},
                            {"bytes", sample.bytes},
                            {"measured_us", sample.measured_us},
-                           {"modelled_us", sample.modelled_us}});
+                           {"modelled_latency_us", sample.modelled_latency_us},
+                           {"modelled_transfer_us", sample.modelled_transfer_us}});
   }
   return {{"generation", plan.generation},
           {"world_size", plan.world_size},

@@ -5,39 +5,40 @@
 
 namespace gradsync {
 
-double calibration_factor(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
-                          std::uint64_t bytes) {
-  // (log size, log ratio) of the algorithm's samples, by size.
-  std::vector<std::pair<double, double>> points;
-  for (const CalibrationSample& sample : samples) {
-    if (sample.algorithm != algorithm || sample.measured_us <= 0 || sample.modelled_us <= 0) {
-      continue;
-    }
-    points.emplace_back(std::log(static_cast<double>(std::max<std::uint64_t>(sample.bytes, 1))),
-                        std::log(sample.measured_us / sample.modelled_us));
-  }
-  if (points.empty()) return 1.0;
-  std::sort(points.begin(), points.end());
-  const double x = std::log(static_cast<double>(std::max<std::uint64_t>(bytes, 1)));
-  if (x <= points.front().first) return std::exp(points.front().second);
-  if (x >= points.back().first) return std::exp(points.back().second);
-  const auto upper =
-      std::upper_bound(points.begin(), points.end(), x,
-                       [](double size, const auto& point) { return size < point.first; });
-  const auto lower = upper - 1;
-  const double weight = (x - lower->first) / (upper->first - lower->first);
-  return std::exp(lower->second + weight * (upper->second - lower->second));
-}
-
 double calibrated_us(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
                      std::uint64_t bytes, double modelled_us) {
-  double floor_us = 0;
+  std::vector<CalibrationSample> own;
   for (const CalibrationSample& sample : samples) {
-    if (sample.algorithm == algorithm && sample.bytes <= bytes) {
-      floor_us = std::max(floor_us, sample.measured_us);
+    if (sample.algorithm == algorithm && sample.measured_us > 0 && sample.modelled_us() > 0) {
+      own.push_back(sample);
     }
   }
-  return std::max(floor_us, modelled_us * calibration_factor(samples, algorithm, bytes));
+  if (own.empty()) return modelled_us;
+  std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+  // A larger op never takes less time: a measurement below a smaller size's is noise.
+  for (std::size_t i = 1; i < own.size(); ++i) {
+    own[i].measured_us = std::max(own[i].measured_us, own[i - 1].measured_us);
+  }
+  const CalibrationSample& first = own.front();
+  if (bytes <= first.bytes) return modelled_us * first.measured_us / first.modelled_us();
+  const CalibrationSample& last = own.back();
+  if (bytes >= last.bytes) {
+    double slope = 1;
+    if (own.size() >= 2) {
+      const CalibrationSample& before = own[own.size() - 2];
+      const double modelled_step = last.modelled_us() - before.modelled_us();
+      if (modelled_step > 0) slope = (last.measured_us - before.measured_us) / modelled_step;
+    }
+    return last.measured_us + slope * std::max(0.0, modelled_us - last.modelled_us());
+  }
+  const auto upper = std::upper_bound(
+      own.begin(), own.end(), bytes,
+      [](std::uint64_t size, const CalibrationSample& sample) { return size < sample.bytes; });
+  const auto lower = upper - 1;
+  const double weight =
+      (std::log(static_cast<double>(bytes)) - std::log(static_cast<double>(lower->bytes))) /
+      (std::log(static_cast<double>(upper->bytes)) - std::log(static_cast<double>(lower->bytes)));
+  return lower->measured_us * std::pow(upper->measured_us / lower->measured_us, weight);
 }
 
 }  // namespace gradsync

@@ -1,8 +1,11 @@
 // Measured times of real all-reduce ops beside what the α-β-γ model predicts for them
 // (DESIGN.md §5). The model counts rounds, messages, bytes and reductions; what it cannot see
-// (ranks sharing cores on one host, buffers that outgrow the caches, how an algorithm's rounds
-// overlap on a real network) shows as a ratio per algorithm. A plan applies that ratio between the
-// calibrated sizes, interpolated in log size, and holds it beyond them.
+// (ranks sharing cores on one host, per-op overheads, buffers that outgrow the caches, a link that
+// sends its first few hundred KiB at once) is taken from the measurements, per algorithm:
+// - between two calibrated sizes, the measured times, interpolated in log size and log time;
+// - below the smallest, its measurement scaled as the model scales;
+// - beyond the largest, its measurement plus the model's extra time, scaled by how much more the
+//   largest size really took than the one before it (measured slope over modelled slope).
 #pragma once
 
 #include <cstdint>
@@ -14,19 +17,16 @@ namespace gradsync {
 
 struct CalibrationSample {
   Algorithm algorithm = Algorithm::ring;
-  std::uint64_t bytes = 0;  // per rank, f32
-  double measured_us = 0;   // the slowest rank's best time
-  double modelled_us = 0;   // the α-β-γ model's time for the same op
+  std::uint64_t bytes = 0;          // per rank, f32
+  double measured_us = 0;           // the slowest rank's best time
+  double modelled_latency_us = 0;   // the model's latency terms for the same op
+  double modelled_transfer_us = 0;  // the model's transfer terms
+  double modelled_us() const { return modelled_latency_us + modelled_transfer_us; }
   friend bool operator==(const CalibrationSample&, const CalibrationSample&) = default;
 };
 
-// measured / modelled for `algorithm` at `bytes`; 1 where no usable sample is of `algorithm`.
-double calibration_factor(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
-                          std::uint64_t bytes);
-
-// `modelled_us` (the model's time for `algorithm` at `bytes`) scaled by the calibration factor, and
-// never below what `algorithm` was measured to take at a calibrated size up to `bytes`: the ratio
-// changes between calibrated sizes, and the prediction must not fall as the size grows.
+// The prediction for `algorithm` at `bytes` where the model says `modelled_us`; the model's time
+// as it is where no sample is of `algorithm`. Never falls as `bytes` grows.
 double calibrated_us(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
                      std::uint64_t bytes, double modelled_us);
 

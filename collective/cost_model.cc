@@ -28,8 +28,14 @@ LinkCost NetworkModel::link(int from, int to) const {
 
 namespace {
 
-// One rank's time in one round.
-double round_time_on(int rank, const Round& round, const NetworkModel& network) {
+// One rank's time in one round, as the latencies it pays and the time its bytes take.
+struct RoundTime {
+  double latency_us = 0;
+  double transfer_us = 0;  // bytes on the wire and bytes reduced
+  double total() const { return latency_us + transfer_us; }
+};
+
+RoundTime round_time_on(int rank, const Round& round, const NetworkModel& network) {
   // Latencies and bytes each add up per direction; the busier direction sets the pace of each.
   double send_alpha = 0, send_beta = 0, recv_alpha = 0, recv_beta = 0, reduced = 0;
   for (const Send& send : round.sends) {
@@ -43,8 +49,8 @@ double round_time_on(int rank, const Round& round, const NetworkModel& network) 
     recv_beta += link.beta_us_per_byte * static_cast<double>(recv.bytes());
     if (recv.reduces()) reduced += static_cast<double>(recv.bytes());
   }
-  return std::max(send_alpha, recv_alpha) + std::max(send_beta, recv_beta) +
-         network.gamma_us_per_byte * reduced;
+  return {std::max(send_alpha, recv_alpha),
+          std::max(send_beta, recv_beta) + network.gamma_us_per_byte * reduced};
 }
 
 }  // namespace
@@ -52,21 +58,26 @@ double round_time_on(int rank, const Round& round, const NetworkModel& network) 
 CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const NetworkModel& network) {
   GRADSYNC_CHECK(!network.per_link() || network.world_size == shape.world_size);
   // One rank's schedule at a time keeps memory at O(rounds), not O(p · rounds), for large p.
-  std::vector<double> round_time;
+  std::vector<RoundTime> round_time;  // the slowest rank's, per round
   CostEstimate estimate;
   for (int rank = 0; rank < shape.world_size; ++rank) {
     const Schedule schedule = build_schedule(shape, algorithm, rank);
-    round_time.resize(schedule.rounds.size(), 0.0);
+    round_time.resize(schedule.rounds.size());
     std::uint64_t bytes_sent = 0;
     for (std::size_t t = 0; t < schedule.rounds.size(); ++t) {
       const Round& round = schedule.rounds[t];
-      round_time[t] = std::max(round_time[t], round_time_on(rank, round, network));
+      const RoundTime time = round_time_on(rank, round, network);
+      if (time.total() > round_time[t].total()) round_time[t] = time;
       for (const Send& send : round.sends) bytes_sent += send.bytes();
     }
     estimate.max_bytes_sent = std::max(estimate.max_bytes_sent, bytes_sent);
   }
   estimate.rounds = static_cast<int>(round_time.size());
-  for (double time : round_time) estimate.time_us += time;
+  for (const RoundTime& time : round_time) {
+    estimate.latency_us += time.latency_us;
+    estimate.transfer_us += time.transfer_us;
+  }
+  estimate.time_us = estimate.latency_us + estimate.transfer_us;
   return estimate;
 }
 

@@ -41,7 +41,9 @@ struct NetworkModel {
 };
 
 struct CostEstimate {
-  double time_us = 0;
+  double time_us = 0;      // latency_us + transfer_us
+  double latency_us = 0;   // the α terms on the critical path
+  double transfer_us = 0;  // the β and γ terms on the critical path
   int rounds = 0;
   std::uint64_t max_bytes_sent = 0;  // by the busiest rank, over the whole op
 };

@@ -41,7 +41,7 @@ std::string describe(const GroupPlan& plan) {
     std::snprintf(line, sizeof line, "calibration: %s at %llu B: %.1f us measured, %.1f modelled\n",
                   std::string(name(sample.algorithm)).c_str(),
                   static_cast<unsigned long long>(sample.bytes), sample.measured_us,
-                  sample.modelled_us);
+                  sample.modelled_us());
     text += line;
   }
   return text + plan.table.describe();

@@ -29,7 +29,7 @@ struct GroupPlan {
   friend bool operator==(const GroupPlan&, const GroupPlan&) = default;
 };
 
-// The plan's predicted time of an op: the model's, scaled by the calibration (all-reduce only).
+// The plan's predicted time of an op: the model's, calibrated for all-reduce (calibration.h).
 double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm);
 
 // The algorithm table of the plan's predictions.

@@ -131,8 +131,9 @@ Status add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationRepo
   for (const auto& [key, measured_us] : slowest) {
     const auto& [algorithm, bytes] = key;
     const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
+    const CostEstimate modelled = estimate_cost(shape, algorithm, plan.network);
     plan.calibration.push_back(
-        {algorithm, bytes, measured_us, estimate_cost(shape, algorithm, plan.network).time_us});
+        {algorithm, bytes, measured_us, modelled.latency_us, modelled.transfer_us});
   }
   plan.table = build_table(plan);
   return {};

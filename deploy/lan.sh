@@ -3,9 +3,10 @@
 # into a bridge that lives in a namespace of its own, addresses in 10.77.0.0/24 (which exists only
 # inside these namespaces), every link shaped on both ends with tc tbf. Needs root.
 #
-#   deploy/lan.sh up   [--hosts N] [--rate R]     create the LAN (default 4 hosts, 1gbit)
+#   deploy/lan.sh up   [--hosts N] [--rate R] [--slow H:R2]
+#       create the LAN (default 4 hosts, 1gbit); --slow shapes host H's link at R2 instead
 #   deploy/lan.sh down                            remove every namespace this script made
-#   deploy/lan.sh run  [--hosts N] [--rate R] -- CMD ARGS...
+#   deploy/lan.sh run  [--hosts N] [--rate R] [--slow H:R2] -- CMD ARGS...
 #       create the LAN, start a coordinator on host 0 and one worker per host, run CMD on every
 #       host at once (with GRADSYNC_SOCKETS set to that host's worker, GRADSYNC_RANK to its rank),
 #       print host 0's output, tear everything down (also on failure or Ctrl-C); exits with the
@@ -22,6 +23,8 @@ subnet="10.77.0"
 port=29500
 hosts=4
 rate="1gbit"
+slow_host=-1  # --slow: this host's link runs at slow_rate
+slow_rate=""
 
 host_ns() { echo "$prefix-h$1"; }
 bridge_ns="$prefix-br"
@@ -29,7 +32,7 @@ work=""
 daemons=()
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -41,8 +44,8 @@ down() {
   done
 }
 
-shape() {  # NAMESPACE DEVICE: a token bucket at the link rate
-  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$rate" burst 256kb latency 50ms
+shape() {  # NAMESPACE DEVICE RATE: a token bucket at the link rate
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 256kb latency 50ms
 }
 
 up() {
@@ -62,8 +65,10 @@ up() {
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
     ip -n "$bridge_ns" link set "$prefix-b$i" master br0 up
-    shape "$ns" eth0
-    shape "$bridge_ns" "$prefix-b$i"
+    local link_rate=$rate
+    [ "$i" -ne "$slow_host" ] || link_rate=$slow_rate
+    shape "$ns" eth0 "$link_rate"
+    shape "$bridge_ns" "$prefix-b$i" "$link_rate"
   done
 }
 
@@ -157,12 +162,17 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --slow) slow_host=${2%%:*}; slow_rate=${2#*:}; shift 2 ;;
     --) shift; break ;;
     *) if [ "$command" = run ]; then break; else usage; fi ;;
   esac
 done
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] ||
   { echo "lan: --hosts must be a number from 1 to 200" >&2; exit 2; }
+if [ "$slow_host" != -1 ]; then
+  [[ "$slow_host" =~ ^[0-9]+$ ]] && [ "$slow_host" -lt "$hosts" ] && [ -n "$slow_rate" ] ||
+    { echo "lan: --slow takes HOST:RATE with a host below --hosts, e.g. 1:100mbit" >&2; exit 2; }
+fi
 [ "$(id -u)" -eq 0 ] || { echo "lan: needs root (network namespaces)" >&2; exit 2; }
 
 case "$command" in

@@ -86,7 +86,8 @@ void to_proto(const GroupPlan& plan, proto::GroupPlan& out) {
     entry.set_algorithm(to_proto(sample.algorithm));
     entry.set_bytes(sample.bytes);
     entry.set_measured_us(sample.measured_us);
-    entry.set_modelled_us(sample.modelled_us);
+    entry.set_modelled_latency_us(sample.modelled_latency_us);
+    entry.set_modelled_transfer_us(sample.modelled_transfer_us);
   }
   for (const Threshold& threshold : plan.table.thresholds()) {
     proto::AlgorithmThreshold& entry = *out.add_algorithm_table();
@@ -137,8 +138,8 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
     if (!algorithm || !supports(Collective::allreduce, *algorithm)) {
       return invalid("a calibration sample names an algorithm that is not an all-reduce");
     }
-    plan.calibration.push_back(
-        {*algorithm, entry.bytes(), entry.measured_us(), entry.modelled_us()});
+    plan.calibration.push_back({*algorithm, entry.bytes(), entry.measured_us(),
+                                entry.modelled_latency_us(), entry.modelled_transfer_us()});
   }
   std::vector<Threshold> thresholds;
   for (const proto::AlgorithmThreshold& entry : message.algorithm_table()) {

@@ -11,63 +11,96 @@
 namespace gradsync {
 namespace {
 
+// Ring samples: at 1 KiB the op took three times the model, at 1 MiB its model's time, at 4 MiB
+// 1.5 times more than at 1 MiB for 3 times the modelled time (the measured slope is 900/2400).
 const std::vector<CalibrationSample> kSamples = {
-    {Algorithm::ring, 1024, 300.0, 100.0},           // ratio 3
-    {Algorithm::ring, 1024 * 1024, 1200.0, 1200.0},  // ratio 1
-    {Algorithm::tree, 1024, 50.0, 100.0},            // ratio 0.5
+    {Algorithm::ring, 1024, 300.0, 90.0, 10.0},
+    {Algorithm::ring, 1024 * 1024, 1200.0, 100.0, 1100.0},
+    {Algorithm::ring, 4 * 1024 * 1024, 2100.0, 100.0, 3500.0},
+    {Algorithm::tree, 1024, 50.0, 100.0, 0.0},
 };
 
-TEST(Calibration, IsOneForAnAlgorithmWithoutSamples) {
-  EXPECT_DOUBLE_EQ(calibration_factor(kSamples, Algorithm::hypercube, 4096), 1.0);
-  EXPECT_DOUBLE_EQ(calibration_factor({}, Algorithm::ring, 4096), 1.0);
+TEST(Calibration, LeavesAnAlgorithmWithoutSamplesAsModelled) {
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::hypercube, 4096, 123.0), 123.0);
+  EXPECT_DOUBLE_EQ(calibrated_us({}, Algorithm::ring, 4096, 123.0), 123.0);
 }
 
-TEST(Calibration, HoldsTheNearestRatioBeyondTheCalibratedSizes) {
-  EXPECT_DOUBLE_EQ(calibration_factor(kSamples, Algorithm::ring, 4), 3.0);
-  EXPECT_DOUBLE_EQ(calibration_factor(kSamples, Algorithm::ring, 1ull << 30), 1.0);
-  EXPECT_DOUBLE_EQ(calibration_factor(kSamples, Algorithm::tree, 1ull << 30), 0.5);
+TEST(Calibration, GivesTheMeasurementAtACalibratedSize) {
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::ring, 1024, 100.0), 300.0);
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::ring, 1024 * 1024, 1200.0), 1200.0);
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::tree, 1024, 100.0), 50.0);
 }
 
-TEST(Calibration, InterpolatesTheRatioInLogSize) {
-  // 32 KiB lies halfway between 1 KiB and 1 MiB in log size: the geometric mean of 3 and 1.
-  EXPECT_NEAR(calibration_factor(kSamples, Algorithm::ring, 32 * 1024), std::sqrt(3.0), 1e-12);
-  EXPECT_DOUBLE_EQ(calibration_factor(kSamples, Algorithm::ring, 1024), 3.0);
+TEST(Calibration, BelowTheSmallestSizeScalesItsMeasurementAsTheModelScales) {
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::ring, 4, 90.0), 270.0);
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::tree, 4, 100.0), 50.0);
+}
+
+TEST(Calibration, InterpolatesTheMeasurementsInLogSizeAndLogTime) {
+  // 32 KiB lies halfway between 1 KiB and 1 MiB in log size: the geometric mean of the times.
+  EXPECT_NEAR(calibrated_us(kSamples, Algorithm::ring, 32 * 1024, 555.0), std::sqrt(300.0 * 1200),
+              1e-9);
+}
+
+TEST(Calibration, BeyondTheLargestSizeAddsTheModelsExtraTimeAtTheMeasuredSlope) {
+  // 16 MiB modelled at 14 500 µs: 10 900 µs more than at 4 MiB, at a slope of 900/2400.
+  EXPECT_NEAR(calibrated_us(kSamples, Algorithm::ring, 16 * 1024 * 1024, 14'500.0),
+              2100.0 + 10'900.0 * 900.0 / 2400.0, 1e-9);
+  // With a single sample the model's extra time counts as it is.
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::tree, 1 << 20, 1100.0), 50.0 + 1000.0);
+}
+
+TEST(Calibration, NeverFallsAsTheSizeGrows) {
+  // A model of 50 µs latency plus 1800 µs per MiB, and a 64 KiB measurement below the 4 B one.
+  const auto transfer = [](std::uint64_t bytes) {
+    return 1800.0 * static_cast<double>(bytes) / static_cast<double>(1 << 20);
+  };
+  const std::vector<CalibrationSample> noisy = {
+      {Algorithm::ring, 4, 500.0, 50.0, transfer(4)},
+      {Algorithm::ring, 65536, 200.0, 50.0, transfer(65536)},
+      {Algorithm::ring, 1 << 20, 2000.0, 50.0, transfer(1 << 20)}};
+  double previous = 0;
+  for (std::uint64_t bytes = 1; bytes <= (64ull << 20); bytes *= 2) {
+    const double predicted = calibrated_us(noisy, Algorithm::ring, bytes, 50.0 + transfer(bytes));
+    EXPECT_GE(predicted, previous) << bytes << " bytes";
+    previous = predicted;
+  }
 }
 
 TEST(Calibration, IgnoresSamplesWithoutATime) {
-  const std::vector<CalibrationSample> broken = {{Algorithm::ring, 1024, 0.0, 100.0},
-                                                 {Algorithm::ring, 4096, 100.0, 0.0}};
-  EXPECT_DOUBLE_EQ(calibration_factor(broken, Algorithm::ring, 2048), 1.0);
-}
-
-TEST(Calibration, APredictionNeverFallsBelowAMeasurementAtASmallerSize) {
-  // Between 1 KiB (300 µs measured) and 1 MiB the ratio falls; a model that grows slowly would
-  // otherwise predict less than 300 µs for 4 KiB.
-  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::ring, 4096, 101.0), 300.0);
-  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::ring, 1024 * 1024, 1200.0), 1200.0);
-  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::ring, 4ull << 20, 4800.0), 4800.0);
+  const std::vector<CalibrationSample> broken = {{Algorithm::ring, 1024, 0.0, 100.0, 5.0},
+                                                 {Algorithm::ring, 4096, 100.0, 0.0, 0.0}};
+  EXPECT_DOUBLE_EQ(calibrated_us(broken, Algorithm::ring, 2048, 77.0), 77.0);
 }
 
 TEST(GroupPlan, CalibrationChangesWhatTheTableChooses) {
   GroupPlan plan;
   plan.world_size = 4;
   plan.network = NetworkModel::uniform(10.0, 0.001);
-  const AlgorithmTable uncalibrated = build_table(plan);
-  EXPECT_NE(uncalibrated.lookup(Collective::allreduce, 64ull << 20), Algorithm::ring)
+  EXPECT_NE(build_table(plan).lookup(Collective::allreduce, 64ull << 20), Algorithm::ring)
       << "for p = 4 the model alone prefers halving-doubling's fewer rounds to the ring";
-  // Measured: the ring takes half its modelled time at 64 MiB, everything else its model's.
+  // Measured: the ring moves its bytes in half the modelled time.
   const OpShape large{Collective::allreduce, 4, 16ull << 20, 4};
-  plan.calibration.push_back({Algorithm::ring, 64ull << 20,
-                              estimate_cost(large, Algorithm::ring, plan.network).time_us / 2,
-                              estimate_cost(large, Algorithm::ring, plan.network).time_us});
-  const AlgorithmTable calibrated = build_table(plan);
-  EXPECT_EQ(calibrated.lookup(Collective::allreduce, 64ull << 20), Algorithm::ring);
-  EXPECT_DOUBLE_EQ(predicted_us(plan, large, Algorithm::ring),
-                   estimate_cost(large, Algorithm::ring, plan.network).time_us / 2);
+  const CostEstimate ring = estimate_cost(large, Algorithm::ring, plan.network);
+  plan.calibration.push_back({Algorithm::ring, 64ull << 20, ring.latency_us + ring.transfer_us / 2,
+                              ring.latency_us, ring.transfer_us});
+  EXPECT_EQ(build_table(plan).lookup(Collective::allreduce, 64ull << 20), Algorithm::ring);
+  EXPECT_NEAR(predicted_us(plan, large, Algorithm::ring), ring.latency_us + ring.transfer_us / 2,
+              1e-6 * ring.time_us);
   // Other collectives are not calibrated.
   const OpShape gather{Collective::allgather, 4, 1000, 4};
   EXPECT_DOUBLE_EQ(predicted_us(plan, gather, Algorithm::ring),
                    estimate_cost(gather, Algorithm::ring, plan.network).time_us);
+}
+
+TEST(CostModel, SplitsItsTimeIntoLatencyAndTransfer) {
+  const NetworkModel network = NetworkModel::uniform(10.0, 0.001, 0.0005);
+  for (std::uint64_t count : {0ull, 1000ull, 1ull << 20}) {
+    const CostEstimate estimate =
+        estimate_cost({Collective::allreduce, 4, count, 4}, Algorithm::ring, network);
+    EXPECT_DOUBLE_EQ(estimate.latency_us, 6 * 10.0) << "2(p − 1) rounds of one message";
+    EXPECT_DOUBLE_EQ(estimate.time_us, estimate.latency_us + estimate.transfer_us);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Bad command lines for gradsync bench, plan and local, and for gradsyncd: each is refused at once with
-// a message naming what is wrong, and nothing starts.
+// Bad command lines for gradsync bench, plan and local, and for gradsyncd: each is refused at once
+// with a message naming what is wrong, and nothing starts.
 #include <gtest/gtest.h>
 
 #include "support/run_command.h"

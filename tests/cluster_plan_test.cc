@@ -37,7 +37,7 @@ TEST_P(ClusterPlan, EveryRankHoldsTheSameMeasuredPlan) {
   EXPECT_EQ(plan.calibration.empty(), p == 1);
   for (const CalibrationSample& sample : plan.calibration) {
     EXPECT_GT(sample.measured_us, 0.0);
-    EXPECT_GT(sample.modelled_us, 0.0);
+    EXPECT_GT(sample.modelled_latency_us, 0.0);
   }
   for (Collective collective : kAllCollectives) {
     EXPECT_TRUE(supports(collective, plan.table.lookup(collective, 1 << 20))) << name(collective);

@@ -117,7 +117,8 @@ TEST(PlanBuilder, CalibrationTakesTheSlowestRanksTime) {
   ASSERT_EQ(plan.calibration.size(), 1u);
   EXPECT_EQ(plan.calibration[0].algorithm, Algorithm::ring);
   EXPECT_DOUBLE_EQ(plan.calibration[0].measured_us, 1500.0);
-  EXPECT_GT(plan.calibration[0].modelled_us, 0.0);
+  EXPECT_GT(plan.calibration[0].modelled_latency_us, 0.0);
+  EXPECT_GT(plan.calibration[0].modelled_transfer_us, 0.0);
   EXPECT_DOUBLE_EQ(plan.calibration_ms, 6.0);
 
   calibration[1].mutable_samples(0)->set_algorithm(proto::ALGORITHM_BRUCK);
@@ -129,7 +130,7 @@ TEST(PlanBuilder, CalibrationTakesTheSlowestRanksTime) {
 TEST(PlanBuilder, APlanSurvivesProtobufAndABrokenOneIsRefused) {
   GroupPlan plan;
   ASSERT_TRUE(plan_from_reports(7, reports(3, 10.0, 0.001, 0, 2), plan).ok());
-  plan.calibration.push_back({Algorithm::tree, 4096, 80.0, 40.0});
+  plan.calibration.push_back({Algorithm::tree, 4096, 80.0, 30.0, 10.0});
   plan.table = build_table(plan);
   proto::GroupPlan message;
   to_proto(plan, message);
