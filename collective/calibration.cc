@@ -23,11 +23,16 @@ double calibrated_us(const std::vector<CalibrationSample>& samples, Algorithm al
   if (bytes <= first.bytes) return modelled_us * first.measured_us / first.modelled_us();
   const CalibrationSample& last = own.back();
   if (bytes >= last.bytes) {
+    // The model's β comes from sustained bulk transfers, so no larger op moves its extra bytes
+    // faster than the model says; a slope below 1 means the calibrated sizes still fit in what a
+    // link sends at once (a token bucket's burst, a switch's buffer).
     double slope = 1;
     if (own.size() >= 2) {
       const CalibrationSample& before = own[own.size() - 2];
       const double modelled_step = last.modelled_us() - before.modelled_us();
-      if (modelled_step > 0) slope = (last.measured_us - before.measured_us) / modelled_step;
+      if (modelled_step > 0) {
+        slope = std::max(1.0, (last.measured_us - before.measured_us) / modelled_step);
+      }
     }
     return last.measured_us + slope * std::max(0.0, modelled_us - last.modelled_us());
   }

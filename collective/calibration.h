@@ -5,7 +5,8 @@
 // - between two calibrated sizes, the measured times, interpolated in log size and log time;
 // - below the smallest, its measurement scaled as the model scales;
 // - beyond the largest, its measurement plus the model's extra time, scaled by how much more the
-//   largest size really took than the one before it (measured slope over modelled slope).
+//   largest size really took than the one before it (measured slope over modelled slope), but
+//   never less than the model's own slope, since the model's β is a sustained rate.
 #pragma once
 
 #include <cstdint>

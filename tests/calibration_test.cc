@@ -12,12 +12,13 @@ namespace gradsync {
 namespace {
 
 // Ring samples: at 1 KiB the op took three times the model, at 1 MiB its model's time, at 4 MiB
-// 1.5 times more than at 1 MiB for 3 times the modelled time (the measured slope is 900/2400).
+// 2400 µs more than at 1 MiB for 1600 µs more in the model (a measured slope of 1.5).
 const std::vector<CalibrationSample> kSamples = {
     {Algorithm::ring, 1024, 300.0, 90.0, 10.0},
     {Algorithm::ring, 1024 * 1024, 1200.0, 100.0, 1100.0},
-    {Algorithm::ring, 4 * 1024 * 1024, 2100.0, 100.0, 3500.0},
+    {Algorithm::ring, 4 * 1024 * 1024, 3600.0, 100.0, 2700.0},
     {Algorithm::tree, 1024, 50.0, 100.0, 0.0},
+    {Algorithm::tree, 65536, 150.0, 100.0, 1000.0},  // a slope of 0.1: the link's burst
 };
 
 TEST(Calibration, LeavesAnAlgorithmWithoutSamplesAsModelled) {
@@ -43,11 +44,14 @@ TEST(Calibration, InterpolatesTheMeasurementsInLogSizeAndLogTime) {
 }
 
 TEST(Calibration, BeyondTheLargestSizeAddsTheModelsExtraTimeAtTheMeasuredSlope) {
-  // 16 MiB modelled at 14 500 µs: 10 900 µs more than at 4 MiB, at a slope of 900/2400.
-  EXPECT_NEAR(calibrated_us(kSamples, Algorithm::ring, 16 * 1024 * 1024, 14'500.0),
-              2100.0 + 10'900.0 * 900.0 / 2400.0, 1e-9);
+  // 16 MiB modelled at 11 200 µs: 8400 µs more than at 4 MiB, at the measured slope of 1.5.
+  EXPECT_NEAR(calibrated_us(kSamples, Algorithm::ring, 16 * 1024 * 1024, 11'200.0),
+              3600.0 + 8400.0 * 1.5, 1e-9);
+  // A slope below the model's (sizes that still fit in a link's burst) counts as the model's.
+  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::tree, 1 << 20, 16'100.0), 150.0 + 15'000.0);
   // With a single sample the model's extra time counts as it is.
-  EXPECT_DOUBLE_EQ(calibrated_us(kSamples, Algorithm::tree, 1 << 20, 1100.0), 50.0 + 1000.0);
+  const std::vector<CalibrationSample> single = {{Algorithm::tree, 1024, 50.0, 100.0, 0.0}};
+  EXPECT_DOUBLE_EQ(calibrated_us(single, Algorithm::tree, 1 << 20, 1100.0), 50.0 + 1000.0);
 }
 
 TEST(Calibration, NeverFallsAsTheSizeGrows) {
