@@ -42,10 +42,15 @@ Status calibrate(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
   for (const proto::CalibrationRequest::Size& size : request.sizes()) {
     const std::uint64_t bytes = size.bytes();
     const OpShape shape{Collective::allreduce, mesh.world_size(), bytes / 4, 4};
-    for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
-      const Schedule schedule = build_schedule(shape, algorithm, mesh.rank());
+    for (const int requested : size.algorithms()) {
+      const auto algorithm = from_proto(static_cast<proto::Algorithm>(requested));
+      if (!algorithm || !supports(Collective::allreduce, *algorithm)) {
+        return Status(ErrorCode::protocol_error,
+                      "the coordinator asked to calibrate an algorithm that is not an all-reduce");
+      }
+      const Schedule schedule = build_schedule(shape, *algorithm, mesh.rank());
       const engine::OpDescriptor descriptor{
-          Collective::allreduce, DataType::f32, ReduceOp::sum, algorithm, 0, shape.count};
+          Collective::allreduce, DataType::f32, ReduceOp::sum, *algorithm, 0, shape.count};
       double best_us = std::numeric_limits<double>::infinity();
       for (int repetition = 0; repetition < size.repetitions(); ++repetition) {
         double elapsed_us = 0;
@@ -57,7 +62,7 @@ Status calibrate(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
         best_us = std::min(best_us, elapsed_us);
       }
       proto::CalibrationSample& sample = *report.add_samples();
-      sample.set_algorithm(to_proto(algorithm));
+      sample.set_algorithm(to_proto(*algorithm));
       sample.set_bytes(bytes);
       sample.set_measured_us(best_us);
     }

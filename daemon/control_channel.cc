@@ -58,7 +58,8 @@ void ControlChannel::run() {
       return;
     }
     if (message.has_abort()) {
-      abort_.raise(from_proto(message.abort().reason()));
+      // A group that is still forming waits for nothing more either.
+      lose(from_proto(message.abort().reason()));
       spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
       continue;
     }

@@ -27,7 +27,7 @@ class ControlChannel {
   // Safe beside the heartbeats: one writer at a time.
   Status send(const proto::WorkerToCoordinator& message);
   // The next group-forming message, waiting up to `timeout` for `what` (for the error); fails at
-  // once when the coordinator is lost.
+  // once when the coordinator is lost or aborts the group.
   Status next(std::chrono::milliseconds timeout, const std::string& what,
               proto::CoordinatorToWorker& message);
 
@@ -42,7 +42,7 @@ class ControlChannel {
   std::mutex mutex_;
   std::condition_variable arrived_;
   std::deque<proto::CoordinatorToWorker> forming_;
-  Status lost_;  // set once the coordinator is gone
+  Status lost_;  // set once the coordinator is gone or has aborted the group
 };
 
 }  // namespace gradsync::daemon

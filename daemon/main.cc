@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   double alpha_us = 0;
   double beta_us_per_byte = 0;
   int heartbeat_timeout_ms = 3000;
-  int calibration_ms = 300;
+  int calibration_ms =
+      static_cast<int>(gradsync::daemon::CoordinatorConfig{}.calibration_budget.count());
   CLI::App* coordinator = app.add_subcommand("coordinator", "Admit workers and assign ranks");
   coordinator->add_option("--listen", listen, "HOST:PORT to listen on (port 0: any)")
       ->envname("GRADSYNC_LISTEN")

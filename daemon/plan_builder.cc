@@ -88,6 +88,8 @@ proto::CalibrationRequest calibration_request(const GroupPlan& plan,
   constexpr double kTargetUsPerSize = 20'000;  // for the repetitions of one size's algorithms
   constexpr int kMinRepetitions = 2;
   constexpr int kMaxRepetitions = 10;
+  constexpr double kContenderFactor = 1.5;
+  constexpr double kAlwaysCalibrateUs = 5'000;
   proto::CalibrationRequest request;
   request.set_generation(plan.generation);
   if (plan.world_size < 2) return request;
@@ -95,18 +97,31 @@ proto::CalibrationRequest calibration_request(const GroupPlan& plan,
   double spent_us = 0;
   for (const std::uint64_t bytes : {4ull, 64ull << 10, 1ull << 20, 4ull << 20}) {
     const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
-    double once_us = 0;  // every algorithm once
+    std::vector<std::pair<Algorithm, double>> predictions;
+    double best_us = INFINITY;
     for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
-      once_us += predicted_us(plan, shape, algorithm);
+      predictions.emplace_back(algorithm, predicted_us(plan, shape, algorithm));
+      best_us = std::min(best_us, predictions.back().second);
+    }
+    // Only the contenders where it saves time: an algorithm the model puts far behind at a size
+    // where ops take milliseconds costs calibration time without changing any choice (its
+    // prediction carries on from the smaller sizes). Small sizes run everything: there the
+    // model's latencies are least sure.
+    proto::CalibrationRequest::Size size;
+    size.set_bytes(bytes);
+    double once_us = 0;
+    for (const auto& [algorithm, time_us] : predictions) {
+      if (time_us > kContenderFactor * best_us && time_us > kAlwaysCalibrateUs) continue;
+      size.add_algorithms(to_proto(algorithm));
+      once_us += time_us;
     }
     const int repetitions =
         static_cast<int>(std::clamp(kTargetUsPerSize / std::max(once_us, 1.0),
                                     double{kMinRepetitions}, double{kMaxRepetitions}));
     spent_us += repetitions * once_us;
     if (spent_us > budget_us) break;
-    proto::CalibrationRequest::Size& size = *request.add_sizes();
-    size.set_bytes(bytes);
     size.set_repetitions(repetitions);
+    *request.add_sizes() = size;
   }
   return request;
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "proto/convert.h"
@@ -89,6 +90,12 @@ TEST(PlanBuilder, CalibratesAsFarAsTheBudgetAllowsAndRepeatsSmallSizesMore) {
   EXPECT_EQ(all.sizes(3).bytes(), 4u << 20);
   EXPECT_GT(all.sizes(0).repetitions(), all.sizes(3).repetitions());
   EXPECT_GE(all.sizes(3).repetitions(), 2);
+  // At 4 B every algorithm is a contender; at 4 MiB the tree (4 rounds of the whole vector) is not.
+  EXPECT_EQ(all.sizes(0).algorithms_size(), 4);
+  const auto& large = all.sizes(3).algorithms();
+  EXPECT_EQ(std::count(large.begin(), large.end(), proto::ALGORITHM_TREE), 0);
+  EXPECT_EQ(std::count(large.begin(), large.end(), proto::ALGORITHM_RING), 1);
+  EXPECT_EQ(std::count(large.begin(), large.end(), proto::ALGORITHM_HALVING_DOUBLING), 1);
   // 4 MiB at 1 GB/s takes milliseconds per algorithm: a 5 ms budget stops before it.
   const proto::CalibrationRequest some = calibration_request(plan, std::chrono::milliseconds(5));
   EXPECT_GT(some.sizes_size(), 0);
