@@ -29,7 +29,7 @@ class AlgorithmTable {
   using CostFunction = std::function<double(const OpShape& shape, Algorithm algorithm)>;
 
   // Evaluates every candidate at 4 B, 8 B, … 1 GiB of f32 and keeps the points where the choice
-  // changes; ties go to the earlier algorithm of algorithms_for().
+  // changes; ties, within 5%, go to the earlier algorithm of algorithms_for().
   static AlgorithmTable build(int world_size, const CostFunction& cost);
   static AlgorithmTable build(int world_size, const NetworkModel& network);
 

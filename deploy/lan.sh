@@ -44,8 +44,21 @@ down() {
   done
 }
 
-shape() {  # NAMESPACE DEVICE RATE: a token bucket at the link rate
-  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 256kb latency 50ms
+# NAMESPACE DEVICE RATE: a token bucket at the link rate, whose burst is what the link sends in
+# 2 ms (256 KB at 1 Gbit/s, 25 KB at 100 Mbit/s), so that a slower link is slower for short
+# messages too, as a real one would be.
+shape() {
+  local number=${3%%[a-z]*} unit=${3##*[0-9]} bits
+  case "$unit" in
+    bit) bits=$number ;;
+    kbit) bits=$((number * 1000)) ;;
+    mbit) bits=$((number * 1000000)) ;;
+    gbit) bits=$((number * 1000000000)) ;;
+    *) echo "lan: rate '$3' is not a number with bit, kbit, mbit or gbit" >&2; exit 2 ;;
+  esac
+  local burst=$((bits / 8 / 500))
+  [ "$burst" -ge 16384 ] || burst=16384  # at least a few full frames
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst "$burst" latency 50ms
 }
 
 up() {
