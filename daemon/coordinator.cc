@@ -183,11 +183,13 @@ class Coordinator {
     }
   }
 
-  // A worker's report of what it was asked to measure: `stage` is what the coordinator waits for.
+  // Records a worker's report of what it was asked to measure in `stage`; `all` receives every
+  // rank's once the last one is in.
   template <typename Report>
-  Status check_report(const std::shared_ptr<Member>& member, const Report& report, Stage stage,
-                      const std::vector<std::optional<Report>>& reports) const {
-    if (stage_ != stage || reports[member->rank].has_value()) {
+  Status collect(const std::shared_ptr<Member>& member, const Report& report, Stage stage,
+                 std::vector<std::optional<Report>>& slots,
+                 std::optional<std::vector<Report>>& all) {
+    if (stage_ != stage || slots[member->rank].has_value()) {
       return Status(ErrorCode::protocol_error, "a report the coordinator did not ask for");
     }
     if (report.generation() != kGeneration || report.rank() != member->rank) {
@@ -197,29 +199,24 @@ class Coordinator {
                         std::to_string(member->rank) + " of generation " +
                         std::to_string(kGeneration));
     }
-    return {};
-  }
-
-  template <typename Report>
-  static std::optional<std::vector<Report>> all_in(const std::vector<std::optional<Report>>& from) {
+    slots[member->rank] = report;
     std::vector<Report> reports;
-    for (const auto& entry : from) {
-      if (!entry) return std::nullopt;
-      reports.push_back(*entry);
+    for (const auto& slot : slots) {
+      if (!slot) return {};
+      reports.push_back(*slot);
     }
-    return reports;
+    all = std::move(reports);
+    return {};
   }
 
   Status take_probe_report(const std::shared_ptr<Member>& member,
                            const proto::ProbeReport& report) {
     std::lock_guard lock(mutex_);
-    if (Status status = check_report(member, report, Stage::probing, probe_reports_);
-        !status.ok()) {
+    std::optional<std::vector<proto::ProbeReport>> reports;
+    if (Status status = collect(member, report, Stage::probing, probe_reports_, reports);
+        !status.ok() || !reports) {
       return status;
     }
-    probe_reports_[member->rank] = report;
-    const auto reports = all_in(probe_reports_);
-    if (!reports) return {};
     if (Status status = plan_from_reports(kGeneration, *reports, plan_); !status.ok()) {
       return status;
     }
@@ -239,13 +236,11 @@ class Coordinator {
   Status take_calibration_report(const std::shared_ptr<Member>& member,
                                  const proto::CalibrationReport& report) {
     std::lock_guard lock(mutex_);
-    if (Status status = check_report(member, report, Stage::calibrating, calibration_reports_);
-        !status.ok()) {
+    std::optional<std::vector<proto::CalibrationReport>> reports;
+    if (Status status = collect(member, report, Stage::calibrating, calibration_reports_, reports);
+        !status.ok() || !reports) {
       return status;
     }
-    calibration_reports_[member->rank] = report;
-    const auto reports = all_in(calibration_reports_);
-    if (!reports) return {};
     if (Status status = add_calibration(plan_, *reports); !status.ok()) return status;
     publish();
     return {};
