@@ -24,6 +24,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "build", "bin")
 LAN = os.path.join(ROOT, "deploy", "lan.sh")
 TORCH = os.path.join(ROOT, "bench", "peers", "torch_allreduce.py")
+NETNS_RSH = os.path.join(ROOT, "bench", "peers", "netns_rsh.sh")
 SUBNET = "10.77.0"
 SYSTEM_TIMEOUT = [300]  # seconds one system may take for one sweep (--timeout)
 
@@ -91,11 +92,19 @@ def gradsync_rows(setup, options, json_path):
 
 
 def mpi_rows(setup, options, json_path):
-    if setup.lan_rate:
-        raise NotImplementedError("Open MPI across the LAN namespaces is not wired up yet")
-    run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(setup.ranks), "--mca",
-         "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
-         os.path.join(BIN, "mpi_allreduce"), "--json", json_path] + sweep_flags(options))
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(setup.ranks),
+              "--mca", "btl", "tcp,self"]
+    program = [os.path.join(BIN, "mpi_allreduce"), "--json", json_path] + sweep_flags(options)
+    if not setup.lan_rate:
+        run(mpirun + ["--mca", "btl_tcp_if_include", "lo"] + program)
+        return
+    # mpirun runs on host 0 and starts a daemon on every other host through netns_rsh.sh.
+    hosts = ",".join(setup.host(rank) for rank in range(setup.ranks))
+    with_lan(setup, lambda: run(
+        ["ip", "netns", "exec", setup.host_ns(0)] + mpirun +
+        ["--host", hosts, "--mca", "plm_rsh_agent", NETNS_RSH, "--mca", "plm_rsh_no_tree_spawn",
+         "1", "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include", "eth0"] +
+        program, timeout=SYSTEM_TIMEOUT[0]))
 
 
 def with_lan(setup, body):
@@ -173,11 +182,6 @@ def measure(setups, options):
                     run_rows(setup, options, json_path)
                     with open(json_path) as file:
                         rows = json.load(file)
-                except NotImplementedError as reason:
-                    note = f"{name} on {setup.name}: {reason}"
-                    if note not in notes:
-                        notes.append(note)
-                    continue
                 except (RuntimeError, subprocess.TimeoutExpired) as failure:
                     notes.append(f"{name} on {setup.name}, repetition {repetition + 1}: "
                                  f"failed: {str(failure).splitlines()[0]}")
