@@ -20,7 +20,7 @@ struct PlanOptions {
   std::string sockets;
   std::string sizes_text;  // empty: 4 B to 1 GiB, every factor of 4
   bool json = false;
-  int connect_timeout_ms = 10'000;
+  int connect_timeout_ms = 60'000;
 };
 
 double gigabytes_per_second(double beta_us_per_byte) {

@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "collective/algorithm_table.h"
 #include "collective/cost_model.h"
 
 namespace gradsync::cli {
@@ -19,7 +18,7 @@ struct PredictionRow {
 };
 
 // Sizes must be whole numbers of elements of `element_size` bytes.
-std::vector<PredictionRow> predict_allreduce(int ranks, const AlgorithmTable::CostFunction& cost,
+std::vector<PredictionRow> predict_allreduce(int ranks, const CostFunction& cost,
                                              const std::vector<std::uint64_t>& sizes,
                                              std::size_t element_size);
 

@@ -158,7 +158,12 @@ class ClientConnection {
     throw_if_failed(net::send_message(socket_.get(), request, deadline));
     while (true) {
       proto::DaemonToClient message;
-      throw_if_failed(net::receive_message(socket_.get(), message, deadline));
+      if (const Status status = net::receive_message(socket_.get(), message, deadline);
+          !status.ok()) {
+        // The stream may stop mid-message: nothing more can be read from it.
+        fail_everything(Status(ErrorCode::peer_lost, "lost the daemon: " + status.message()));
+        throw ClientError(status);
+      }
       if (message.has_result()) deliver(message.result());
       if (!message.has_plan()) continue;
       GroupPlan plan;

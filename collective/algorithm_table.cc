@@ -4,15 +4,6 @@
 
 namespace gradsync {
 
-namespace {
-
-// Predictions closer than this are a tie: calibration measures with about this much noise, and
-// on both test networks (loopback, the emulated 1 Gbit/s LAN) the earlier algorithm of such a
-// pair (the ring before halving-doubling at 16-64 MiB) was never the slower one by more.
-constexpr double kTieTolerance = 0.05;
-
-}  // namespace
-
 AlgorithmTable AlgorithmTable::build(int world_size, const NetworkModel& network) {
   return build(world_size, [&network](const OpShape& shape, Algorithm algorithm) {
     return estimate_cost(shape, algorithm, network).time_us;
@@ -29,15 +20,7 @@ AlgorithmTable AlgorithmTable::build(int world_size, const CostFunction& cost) {
                                       ? std::max<std::uint64_t>(bytes / 4 / world_size, 1)
                                       : bytes / 4;
       const OpShape shape{collective, world_size, sized ? count : 0, 4};
-      Algorithm chosen = algorithms_for(collective).front();
-      double best = cost(shape, chosen);
-      for (Algorithm candidate : algorithms_for(collective)) {
-        const double time = cost(shape, candidate);
-        if (time < best * (1 - kTieTolerance)) {
-          best = time;
-          chosen = candidate;
-        }
-      }
+      const Algorithm chosen = cheapest(estimate_candidates(shape, cost));
       if (thresholds.empty() || thresholds.back().collective != collective ||
           thresholds.back().algorithm != chosen) {
         thresholds.push_back(

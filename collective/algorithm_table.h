@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,11 +24,8 @@ class AlgorithmTable {
   AlgorithmTable() = default;
   explicit AlgorithmTable(std::vector<Threshold> thresholds) : thresholds_(std::move(thresholds)) {}
 
-  // The predicted time of an op of `shape` run with `algorithm`.
-  using CostFunction = std::function<double(const OpShape& shape, Algorithm algorithm)>;
-
   // Evaluates every candidate at 4 B, 8 B, … 1 GiB of f32 and keeps the points where the choice
-  // changes; ties, within 5%, go to the earlier algorithm of algorithms_for().
+  // changes; the choice is cheapest()'s (ties within 5% go to the earlier algorithm).
   static AlgorithmTable build(int world_size, const CostFunction& cost);
   static AlgorithmTable build(int world_size, const NetworkModel& network);
 

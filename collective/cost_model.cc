@@ -89,13 +89,24 @@ std::vector<Candidate> estimate_candidates(const OpShape& shape, const NetworkMo
   return candidates;
 }
 
+std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost) {
+  std::vector<Candidate> candidates;
+  for (Algorithm algorithm : algorithms_for(shape.collective)) {
+    CostEstimate estimate;
+    estimate.time_us = cost(shape, algorithm);
+    candidates.push_back({algorithm, estimate});
+  }
+  return candidates;
+}
+
 Algorithm cheapest(const std::vector<Candidate>& candidates) {
   GRADSYNC_CHECK(!candidates.empty());
-  const Candidate* best = &candidates.front();
+  double best = candidates.front().cost.time_us;
+  for (const Candidate& candidate : candidates) best = std::min(best, candidate.cost.time_us);
   for (const Candidate& candidate : candidates) {
-    if (candidate.cost.time_us < best->cost.time_us) best = &candidate;
+    if (candidate.cost.time_us <= best * (1 + kTieTolerance)) return candidate.algorithm;
   }
-  return best->algorithm;
+  return candidates.front().algorithm;  // only for NaN times
 }
 
 Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "collective/schedule.h"
@@ -25,8 +26,10 @@ struct LinkCost {
 };
 
 struct NetworkModel {
-  double alpha_us = 0;           // latency per message, on every link `links` does not cover
-  double beta_us_per_byte = 0;   // time per byte, likewise
+  // Latency per message and time per byte on every link `links` does not cover; a measured
+  // network sets them to its slowest link's.
+  double alpha_us = 0;
+  double beta_us_per_byte = 0;
   double gamma_us_per_byte = 0;  // time per byte reduced (on every rank)
   // Measured links, from * world_size + to; empty: every link costs alpha_us and beta_us_per_byte.
   int world_size = 0;
@@ -60,7 +63,19 @@ struct Candidate {
 // Every algorithm that can run the op, with its estimate, in the order of algorithms_for().
 std::vector<Candidate> estimate_candidates(const OpShape& shape, const NetworkModel& network);
 
-// The candidate with the least estimated time; ties go to the earlier one.
+// The predicted time of an op of `shape` run with `algorithm` (the model's, or a plan's).
+using CostFunction = std::function<double(const OpShape& shape, Algorithm algorithm)>;
+
+// Every algorithm that can run the op, with `cost`'s time (only), in the order of algorithms_for().
+std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost);
+
+// Predictions closer than this are a tie: calibration measures with about this much noise, and
+// on both test networks (loopback, the emulated 1 Gbit/s LAN) the earlier algorithm of such a
+// pair (the ring before halving-doubling at 16-64 MiB) was never the slower one by more.
+inline constexpr double kTieTolerance = 0.05;
+
+// The first candidate (in the order of algorithms_for()) within kTieTolerance of the least
+// estimated time.
 Algorithm cheapest(const std::vector<Candidate>& candidates);
 
 Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network);

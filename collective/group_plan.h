@@ -13,6 +13,9 @@
 
 namespace gradsync {
 
+// No group is larger (gradsyncd coordinator --world-size).
+inline constexpr int kMaxWorldSize = 1024;
+
 struct GroupPlan {
   std::uint64_t generation = 0;
   int world_size = 0;
@@ -20,7 +23,7 @@ struct GroupPlan {
   // --alpha-us and --beta-us-per-byte.
   bool measured = false;
   NetworkModel network;                        // network.gamma_us_per_byte is the slowest rank's
-  std::vector<double> gamma_us_per_byte;       // by rank, as measured
+  std::vector<double> gamma_us_per_byte;       // by rank, as measured (the model takes the max)
   double probe_ms = 0;                         // how long the slowest rank's probing took
   std::vector<CalibrationSample> calibration;  // all-reduce, by algorithm and size
   double calibration_ms = 0;                   // how long the slowest rank's calibration took

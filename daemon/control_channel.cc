@@ -14,7 +14,7 @@ ControlChannel::ControlChannel(net::UniqueFd socket, std::chrono::milliseconds h
     : socket_(std::move(socket)), interval_(heartbeat_interval), abort_(abort) {}
 
 void ControlChannel::start() {
-  std::thread([this] { run(); }).detach();
+  std::thread([self = shared_from_this()] { self->run(); }).detach();
 }
 
 Status ControlChannel::send(const proto::WorkerToCoordinator& message) {

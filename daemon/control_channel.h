@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -17,12 +18,12 @@
 
 namespace gradsync::daemon {
 
-class ControlChannel {
+class ControlChannel : public std::enable_shared_from_this<ControlChannel> {
  public:
   ControlChannel(net::UniqueFd socket, std::chrono::milliseconds heartbeat_interval,
                  engine::AbortSignal& abort);
 
-  // Starts the reader and heartbeat thread; the channel must live as long as the process.
+  // Starts the reader and heartbeat thread, which keeps the channel alive as long as it runs.
   void start();
   // Safe beside the heartbeats: one writer at a time.
   Status send(const proto::WorkerToCoordinator& message);

@@ -80,7 +80,7 @@ class Coordinator {
                    status.message());
       return;
     }
-    // Heartbeats, and one probe report, until the worker stops sending them.
+    // Heartbeats, and the reports it is asked for, until the worker stops sending them.
     while (true) {
       proto::WorkerToCoordinator message;
       status = net::receive_message(member->socket.get(), message,
@@ -183,22 +183,17 @@ class Coordinator {
     }
   }
 
-  // Records a worker's report of what it was asked to measure in `stage`; `all` receives every
-  // rank's once the last one is in.
+  // Records a worker's report of what it was asked to measure in `stage`, once `check` (which
+  // blames the sender) accepts it; `all` receives every rank's once the last one is in.
   template <typename Report>
   Status collect(const std::shared_ptr<Member>& member, const Report& report, Stage stage,
-                 std::vector<std::optional<Report>>& slots,
+                 const Status& check, std::vector<std::optional<Report>>& slots,
                  std::optional<std::vector<Report>>& all) {
+    if (aborted_) return Status(ErrorCode::aborted, "the group was aborted");
     if (stage_ != stage || slots[member->rank].has_value()) {
       return Status(ErrorCode::protocol_error, "a report the coordinator did not ask for");
     }
-    if (report.generation() != kGeneration || report.rank() != member->rank) {
-      return Status(ErrorCode::protocol_error,
-                    "a report for rank " + std::to_string(report.rank()) + " of generation " +
-                        std::to_string(report.generation()) + " from rank " +
-                        std::to_string(member->rank) + " of generation " +
-                        std::to_string(kGeneration));
-    }
+    if (!check.ok()) return check;
     slots[member->rank] = report;
     std::vector<Report> reports;
     for (const auto& slot : slots) {
@@ -213,22 +208,22 @@ class Coordinator {
                            const proto::ProbeReport& report) {
     std::lock_guard lock(mutex_);
     std::optional<std::vector<proto::ProbeReport>> reports;
-    if (Status status = collect(member, report, Stage::probing, probe_reports_, reports);
+    const Status check = check_probe_report(report, kGeneration, member->rank, config_.world_size);
+    if (Status status = collect(member, report, Stage::probing, check, probe_reports_, reports);
         !status.ok() || !reports) {
       return status;
     }
-    if (Status status = plan_from_reports(kGeneration, *reports, plan_); !status.ok()) {
-      return status;
-    }
+    plan_ = plan_from_reports(kGeneration, *reports);
     proto::CoordinatorToWorker message;
-    *message.mutable_calibration_request() = calibration_request(plan_, config_.calibration_budget);
-    if (message.calibration_request().sizes().empty()) {
+    calibration_request_ = calibration_request(plan_, config_.calibration_budget);
+    if (calibration_request_.sizes().empty()) {
       publish();
       return {};
     }
     stage_ = Stage::calibrating;
     spdlog::info("coordinator: links probed in {:.0f} ms; calibrating all-reduce at {} sizes",
-                 plan_.probe_ms, message.calibration_request().sizes_size());
+                 plan_.probe_ms, calibration_request_.sizes_size());
+    *message.mutable_calibration_request() = calibration_request_;
     send_to_all(message, "the calibration request");
     return {};
   }
@@ -237,11 +232,13 @@ class Coordinator {
                                  const proto::CalibrationReport& report) {
     std::lock_guard lock(mutex_);
     std::optional<std::vector<proto::CalibrationReport>> reports;
-    if (Status status = collect(member, report, Stage::calibrating, calibration_reports_, reports);
+    const Status check = check_calibration_report(report, calibration_request_, member->rank);
+    if (Status status =
+            collect(member, report, Stage::calibrating, check, calibration_reports_, reports);
         !status.ok() || !reports) {
       return status;
     }
-    if (Status status = add_calibration(plan_, *reports); !status.ok()) return status;
+    add_calibration(plan_, *reports);
     publish();
     return {};
   }
@@ -285,8 +282,8 @@ class Coordinator {
     to_proto(Status(ErrorCode::peer_lost,
                     "rank " + std::to_string(member->rank) + " was lost (" + reason + ")"),
              *abort.mutable_reason());
+    // The lost member too: one that sent something wrong is still listening.
     for (const auto& other : pending_) {
-      if (other == member) continue;
       (void)net::send_message(other->socket.get(), message, net::Deadline::after(kSendTimeout));
     }
   }
@@ -297,6 +294,7 @@ class Coordinator {
   Stage stage_ = Stage::forming;
   std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
   std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
+  proto::CalibrationRequest calibration_request_;
   GroupPlan plan_;
   bool formed_ = false;
   bool aborted_ = false;

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "collective/group_plan.h"
 #include "daemon/coordinator.h"
 #include "daemon/worker.h"
 
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
   coordinator->add_option("--world-size", world_size, "Number of workers in the group")
       ->envname("GRADSYNC_WORLD_SIZE")
       ->required()
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, gradsync::kMaxWorldSize));
   coordinator->add_option("--ready-file", ready_file, "Write the bound HOST:PORT here")
       ->envname("GRADSYNC_READY_FILE");
   CLI::Option* alpha_option =
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
       ->required();
   worker->add_option("--rank", rank, "Ask for this rank (-1: any)")
       ->envname("GRADSYNC_RANK")
-      ->check(CLI::Range(-1, 1023));
+      ->check(CLI::Range(-1, gradsync::kMaxWorldSize - 1));
   worker->add_option("--algorithm", algorithm, "Force an algorithm for ops that ask for auto")
       ->envname("GRADSYNC_ALGORITHM")
       ->check(CLI::IsMember({"auto", "tree", "hypercube", "ring", "halving_doubling", "direct",

@@ -17,70 +17,77 @@ bool usable(double value) { return std::isfinite(value) && value >= 0; }
 
 }  // namespace
 
-Status plan_from_reports(std::uint64_t generation, const std::vector<proto::ProbeReport>& reports,
-                         GroupPlan& plan) {
+Status check_probe_report(const proto::ProbeReport& report, std::uint64_t generation, int rank,
+                          int world_size) {
+  const auto bad = [rank](const std::string& what) {
+    return Status(ErrorCode::protocol_error,
+                  "rank " + std::to_string(rank) + " sent a bad probe report: " + what);
+  };
+  if (report.generation() != generation || report.rank() != rank) {
+    return bad("it is rank " + std::to_string(report.rank()) + "'s of generation " +
+               std::to_string(report.generation()));
+  }
+  if (!usable(report.gamma_us_per_byte())) return bad("gamma is not a number >= 0");
+  std::vector<bool> measured(static_cast<std::size_t>(world_size), false);
+  for (const proto::LinkMeasurement& link : report.links()) {
+    const int peer = link.to_rank();
+    if (link.from_rank() != rank || peer < 0 || peer >= world_size || peer == rank ||
+        measured[peer]) {
+      return bad("a link from rank " + std::to_string(link.from_rank()) + " to rank " +
+                 std::to_string(peer) + " (out of range, or listed twice)");
+    }
+    if (!usable(link.alpha_us()) || !usable(link.beta_us_per_byte())) {
+      return bad("the link to rank " + std::to_string(peer) + " has a cost that is not >= 0");
+    }
+    measured[peer] = true;
+  }
+  if (report.links_size() != world_size - 1) {
+    return bad("it measures " + std::to_string(report.links_size()) + " links, not " +
+               std::to_string(world_size - 1));
+  }
+  return {};
+}
+
+GroupPlan plan_from_reports(std::uint64_t generation,
+                            const std::vector<proto::ProbeReport>& reports) {
   const int p = static_cast<int>(reports.size());
-  const std::size_t pairs = static_cast<std::size_t>(p) * p;
-  std::vector<double> alpha_sum(pairs, 0.0);
-  std::vector<double> beta_sum(pairs, 0.0);
-  std::vector<int> ends(pairs, 0);
-  plan = GroupPlan{};
+  GroupPlan plan;
   plan.generation = generation;
   plan.world_size = p;
   plan.measured = true;
-  for (int rank = 0; rank < p; ++rank) {
-    const proto::ProbeReport& report = reports[rank];
-    const auto bad = [rank](const std::string& what) {
-      return Status(ErrorCode::protocol_error,
-                    "rank " + std::to_string(rank) + " sent a bad probe report: " + what);
-    };
-    if (report.rank() != rank) return bad("it claims rank " + std::to_string(report.rank()));
-    if (!usable(report.gamma_us_per_byte())) return bad("gamma is not a number >= 0");
+  // Both ends of a link report it: each adds half of what it measured, in both directions.
+  std::vector<LinkCost> links(static_cast<std::size_t>(p) * p);
+  for (const proto::ProbeReport& report : reports) {
     for (const proto::LinkMeasurement& link : report.links()) {
-      const int peer = link.to_rank();
-      if (link.from_rank() != rank || peer < 0 || peer >= p || peer == rank) {
-        return bad("a link from rank " + std::to_string(link.from_rank()) + " to rank " +
-                   std::to_string(peer));
-      }
-      if (!usable(link.alpha_us()) || !usable(link.beta_us_per_byte())) {
-        return bad("the link to rank " + std::to_string(peer) + " has a cost that is not >= 0");
-      }
-      // Both directions, from this end's view; the other end adds its own.
       for (const std::size_t index :
-           {static_cast<std::size_t>(rank) * p + peer, static_cast<std::size_t>(peer) * p + rank}) {
-        alpha_sum[index] += link.alpha_us();
-        beta_sum[index] += link.beta_us_per_byte();
-        ++ends[index];
+           {static_cast<std::size_t>(link.from_rank()) * p + link.to_rank(),
+            static_cast<std::size_t>(link.to_rank()) * p + link.from_rank()}) {
+        links[index].alpha_us += link.alpha_us() / 2;
+        links[index].beta_us_per_byte += link.beta_us_per_byte() / 2;
       }
     }
     plan.gamma_us_per_byte.push_back(report.gamma_us_per_byte());
     plan.probe_ms = std::max(plan.probe_ms, report.probe_ms());
   }
   NetworkModel& network = plan.network;
-  // A single rank has no links to list.
-  if (p > 1) {
-    network.world_size = p;
-    network.links.assign(pairs, LinkCost{});
-  }
   for (int from = 0; from < p; ++from) {
     for (int to = 0; to < p; ++to) {
       if (from == to) continue;
-      const std::size_t index = static_cast<std::size_t>(from) * p + to;
-      if (ends[index] != 2) {
-        return Status(ErrorCode::protocol_error,
-                      "the probe reports do not measure the link between ranks " +
-                          std::to_string(from) + " and " + std::to_string(to) + " from both ends");
-      }
-      network.links[index] = {alpha_sum[index] / 2, beta_sum[index] / 2};
-      network.alpha_us = std::max(network.alpha_us, network.links[index].alpha_us);
-      network.beta_us_per_byte =
-          std::max(network.beta_us_per_byte, network.links[index].beta_us_per_byte);
+      const LinkCost& link = links[static_cast<std::size_t>(from) * p + to];
+      network.alpha_us = std::max(network.alpha_us, link.alpha_us);
+      network.beta_us_per_byte = std::max(network.beta_us_per_byte, link.beta_us_per_byte);
     }
+  }
+  // A single rank has no links to list; a large group's would not fit in one control message, so
+  // it gets the slowest link's cost on every link.
+  if (p > 1 && p <= kMaxPerLinkRanks) {
+    network.world_size = p;
+    network.links = std::move(links);
   }
   network.gamma_us_per_byte =
       *std::max_element(plan.gamma_us_per_byte.begin(), plan.gamma_us_per_byte.end());
   plan.table = build_table(plan);
-  return {};
+  return plan;
 }
 
 proto::CalibrationRequest calibration_request(const GroupPlan& plan,
@@ -126,19 +133,46 @@ proto::CalibrationRequest calibration_request(const GroupPlan& plan,
   return request;
 }
 
-Status add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport>& reports) {
+Status check_calibration_report(const proto::CalibrationReport& report,
+                                const proto::CalibrationRequest& request, int rank) {
+  const auto bad = [rank](const std::string& what) {
+    return Status(ErrorCode::protocol_error,
+                  "rank " + std::to_string(rank) + " sent a bad calibration report: " + what);
+  };
+  if (report.generation() != request.generation() || report.rank() != rank) {
+    return bad("it is rank " + std::to_string(report.rank()) + "'s of generation " +
+               std::to_string(report.generation()));
+  }
+  // Exactly the requested (algorithm, size) pairs, each once.
+  std::map<std::pair<int, std::uint64_t>, int> expected;
+  for (const proto::CalibrationRequest::Size& size : request.sizes()) {
+    for (const int algorithm : size.algorithms()) ++expected[{algorithm, size.bytes()}];
+  }
+  for (const proto::CalibrationSample& sample : report.samples()) {
+    const auto found = expected.find({sample.algorithm(), sample.bytes()});
+    if (found == expected.end() || found->second == 0) {
+      return bad("a sample of algorithm " + std::to_string(sample.algorithm()) + " at " +
+                 std::to_string(sample.bytes()) + " bytes that was not asked for");
+    }
+    if (!(usable(sample.measured_us()) && sample.measured_us() > 0)) {
+      return bad("a sample whose time is not a number > 0");
+    }
+    --found->second;
+  }
+  if (report.samples_size() != static_cast<int>(expected.size())) {
+    return bad("it has " + std::to_string(report.samples_size()) + " samples, not " +
+               std::to_string(expected.size()));
+  }
+  return {};
+}
+
+void add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport>& reports) {
   std::map<std::pair<Algorithm, std::uint64_t>, double> slowest;
   plan.calibration_ms = 0;
-  for (std::size_t rank = 0; rank < reports.size(); ++rank) {
-    plan.calibration_ms = std::max(plan.calibration_ms, reports[rank].calibration_ms());
-    for (const proto::CalibrationSample& sample : reports[rank].samples()) {
-      const auto algorithm = from_proto(sample.algorithm());
-      if (!algorithm || !supports(Collective::allreduce, *algorithm) ||
-          !usable(sample.measured_us())) {
-        return Status(ErrorCode::protocol_error,
-                      "rank " + std::to_string(rank) + " sent a bad calibration sample");
-      }
-      double& time = slowest[{*algorithm, sample.bytes()}];
+  for (const proto::CalibrationReport& report : reports) {
+    plan.calibration_ms = std::max(plan.calibration_ms, report.calibration_ms());
+    for (const proto::CalibrationSample& sample : report.samples()) {
+      double& time = slowest[{*from_proto(sample.algorithm()), sample.bytes()}];
       time = std::max(time, sample.measured_us());
     }
   }
@@ -151,7 +185,6 @@ Status add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationRepo
         {algorithm, bytes, measured_us, modelled.latency_us, modelled.transfer_us});
   }
   plan.table = build_table(plan);
-  return {};
 }
 
 GroupPlan plan_from_model(std::uint64_t generation, int world_size, const NetworkModel& network) {

@@ -36,10 +36,11 @@ class Worker {
       spdlog::error("worker: {}", status.message());
       return 2;
     }
-    ControlChannel channel(std::move(control), config_.heartbeat_interval, abort_);
-    channel.start();
+    const auto channel =
+        std::make_shared<ControlChannel>(std::move(control), config_.heartbeat_interval, abort_);
+    channel->start();
     proto::CoordinatorToWorker message;
-    Status status = channel.next(config_.join_timeout, "the group to form", message);
+    Status status = channel->next(config_.join_timeout, "the group to form", message);
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
     if (!status.ok()) {
       spdlog::error("worker: {}", status.message());
@@ -59,7 +60,7 @@ class Worker {
     engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(sockets));
     IntruderGuard guard(data_listener.get(), plan);
     proto::GroupPlan plan_message;
-    if (Status ready = prepare_plan(assignment, mesh, channel, plan_message); !ready.ok()) {
+    if (Status ready = prepare_plan(assignment, mesh, *channel, plan_message); !ready.ok()) {
       spdlog::error("worker rank {}: {}", plan.rank, ready.message());
       return 2;
     }
@@ -117,7 +118,13 @@ class Worker {
     }
     if (!message.has_plan()) return unexpected("the group's plan");
     plan_message = message.plan();
-    return from_proto(plan_message, plan_);
+    if (Status status = from_proto(plan_message, plan_); !status.ok()) return status;
+    if (plan_.world_size != mesh.world_size() || plan_.generation != mesh.generation()) {
+      return Status(ErrorCode::protocol_error,
+                    "the coordinator sent a plan for " + std::to_string(plan_.world_size) +
+                        " ranks of generation " + std::to_string(plan_.generation));
+    }
+    return {};
   }
 
   Status join(net::UniqueFd& data_listener, net::UniqueFd& control) {

@@ -1,6 +1,7 @@
 #include "proto/convert.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -101,8 +102,13 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
   const auto invalid = [](const std::string& what) {
     return Status(ErrorCode::protocol_error, "bad group plan: " + what);
   };
+  const auto cost = [](double value) { return std::isfinite(value) && value >= 0; };
   const int p = message.world_size();
-  if (p < 1) return invalid("world size " + std::to_string(p));
+  if (p < 1 || p > kMaxWorldSize) return invalid("world size " + std::to_string(p));
+  if (!cost(message.alpha_us()) || !cost(message.beta_us_per_byte()) ||
+      !cost(message.gamma_us_per_byte())) {
+    return invalid("alpha, beta or gamma is not a number >= 0");
+  }
   plan = GroupPlan{};
   plan.generation = message.generation();
   plan.world_size = p;
@@ -110,15 +116,25 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
   plan.network = NetworkModel::uniform(message.alpha_us(), message.beta_us_per_byte(),
                                        message.gamma_us_per_byte());
   if (message.links_size() > 0) {
+    if (message.links_size() != p * (p - 1)) {
+      return invalid(std::to_string(message.links_size()) + " links in a group of " +
+                     std::to_string(p) + ", not one per pair of ranks and direction");
+    }
     plan.network.world_size = p;
     plan.network.links.assign(static_cast<std::size_t>(p) * p, LinkCost{});
     std::vector<bool> seen(plan.network.links.size(), false);
     for (const proto::LinkMeasurement& link : message.links()) {
       const int from = link.from_rank();
       const int to = link.to_rank();
-      if (from < 0 || from >= p || to < 0 || to >= p || from == to) {
+      if (from < 0 || from >= p || to < 0 || to >= p || from == to ||
+          seen[static_cast<std::size_t>(from) * p + to]) {
         return invalid("a link from rank " + std::to_string(from) + " to rank " +
-                       std::to_string(to) + " in a group of " + std::to_string(p));
+                       std::to_string(to) + " in a group of " + std::to_string(p) +
+                       " (out of range, or listed twice)");
+      }
+      if (!cost(link.alpha_us()) || !cost(link.beta_us_per_byte())) {
+        return invalid("the link from rank " + std::to_string(from) + " to rank " +
+                       std::to_string(to) + " has a cost that is not >= 0");
       }
       const std::size_t index = static_cast<std::size_t>(from) * p + to;
       plan.network.links[index] = {link.alpha_us(), link.beta_us_per_byte()};
@@ -137,6 +153,10 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
     const auto algorithm = from_proto(entry.algorithm());
     if (!algorithm || !supports(Collective::allreduce, *algorithm)) {
       return invalid("a calibration sample names an algorithm that is not an all-reduce");
+    }
+    if (entry.bytes() == 0 || !cost(entry.measured_us()) || !cost(entry.modelled_latency_us()) ||
+        !cost(entry.modelled_transfer_us())) {
+      return invalid("a calibration sample of 0 bytes or with a time that is not >= 0");
     }
     plan.calibration.push_back({*algorithm, entry.bytes(), entry.measured_us(),
                                 entry.modelled_latency_us(), entry.modelled_transfer_us()});

@@ -37,8 +37,11 @@ std::vector<proto::ProbeReport> reports(int p, double alpha, double beta, int od
 }
 
 TEST(PlanBuilder, ALinkCostsTheMeanOfItsTwoEndsInBothDirections) {
-  GroupPlan plan;
-  ASSERT_TRUE(plan_from_reports(1, reports(4, 10.0, 0.001, 1, 3), plan).ok());
+  const auto probes = reports(4, 10.0, 0.001, 1, 3);
+  for (int rank = 0; rank < 4; ++rank) {
+    ASSERT_TRUE(check_probe_report(probes[rank], 1, rank, 4).ok()) << rank;
+  }
+  const GroupPlan plan = plan_from_reports(1, probes);
   EXPECT_TRUE(plan.measured);
   EXPECT_EQ(plan.world_size, 4);
   EXPECT_EQ(plan.network.link(1, 3), (LinkCost{20.0, 0.002}));
@@ -51,39 +54,49 @@ TEST(PlanBuilder, ALinkCostsTheMeanOfItsTwoEndsInBothDirections) {
   EXPECT_FALSE(plan.table.thresholds().empty());
 }
 
-TEST(PlanBuilder, RefusesReportsThatDoNotAddUp) {
-  GroupPlan plan;
-  auto missing = reports(3, 10.0, 0.001);
-  missing[2].mutable_links()->RemoveLast();
-  Status status = plan_from_reports(1, missing, plan);
+TEST(PlanBuilder, AGroupTooLargeForALinkTableGetsItsSlowestLinkEverywhere) {
+  const GroupPlan plan = plan_from_reports(1, reports(kMaxPerLinkRanks + 1, 10.0, 0.001, 0, 1));
+  EXPECT_FALSE(plan.network.per_link());
+  EXPECT_DOUBLE_EQ(plan.network.alpha_us, 20.0);
+  EXPECT_DOUBLE_EQ(plan.network.beta_us_per_byte, 0.002);
+}
+
+// The message check_probe_report gives rank `rank`'s `report` in a group of 3.
+std::string probe_error(const proto::ProbeReport& report, int rank) {
+  const Status status = check_probe_report(report, 1, rank, 3);
   EXPECT_EQ(status.code(), ErrorCode::protocol_error);
-  EXPECT_NE(status.message().find("from both ends"), std::string::npos) << status.message();
+  return status.message();
+}
 
-  auto wrong_rank = reports(3, 10.0, 0.001);
-  wrong_rank[1].set_rank(2);
-  status = plan_from_reports(1, wrong_rank, plan);
-  EXPECT_NE(status.message().find("rank 1 sent a bad probe report: it claims rank 2"),
-            std::string::npos)
-      << status.message();
-
-  auto outside = reports(3, 10.0, 0.001);
-  outside[0].mutable_links(0)->set_to_rank(7);
-  status = plan_from_reports(1, outside, plan);
-  EXPECT_NE(status.message().find("a link from rank 0 to rank 7"), std::string::npos)
-      << status.message();
-
-  auto negative = reports(3, 10.0, 0.001);
-  negative[2].mutable_links(0)->set_beta_us_per_byte(-1.0);
-  EXPECT_EQ(plan_from_reports(1, negative, plan).code(), ErrorCode::protocol_error);
-
-  auto not_a_number = reports(3, 10.0, 0.001);
-  not_a_number[0].set_gamma_us_per_byte(std::nan(""));
-  EXPECT_EQ(plan_from_reports(1, not_a_number, plan).code(), ErrorCode::protocol_error);
+TEST(PlanBuilder, ABadProbeReportIsRefusedNamingItsSender) {
+  const auto good = reports(3, 10.0, 0.001);
+  auto report = good[2];
+  report.mutable_links()->RemoveLast();
+  EXPECT_NE(probe_error(report, 2).find("rank 2 sent a bad probe report: it measures 1 links"),
+            std::string::npos);
+  report = good[1];
+  report.set_rank(2);
+  EXPECT_NE(probe_error(report, 1).find("rank 1 sent a bad probe report: it is rank 2's"),
+            std::string::npos);
+  report = good[1];
+  report.set_generation(9);
+  EXPECT_NE(probe_error(report, 1).find("of generation 9"), std::string::npos);
+  report = good[0];
+  report.mutable_links(0)->set_to_rank(7);
+  EXPECT_NE(probe_error(report, 0).find("a link from rank 0 to rank 7"), std::string::npos);
+  report = good[0];
+  report.mutable_links(1)->set_to_rank(report.links(0).to_rank());
+  EXPECT_NE(probe_error(report, 0).find("listed twice"), std::string::npos);
+  report = good[2];
+  report.mutable_links(0)->set_beta_us_per_byte(-1.0);
+  EXPECT_NE(probe_error(report, 2).find("not >= 0"), std::string::npos);
+  report = good[0];
+  report.set_gamma_us_per_byte(std::nan(""));
+  EXPECT_NE(probe_error(report, 0).find("gamma"), std::string::npos);
 }
 
 TEST(PlanBuilder, CalibratesAsFarAsTheBudgetAllowsAndRepeatsSmallSizesMore) {
-  GroupPlan plan;
-  ASSERT_TRUE(plan_from_reports(1, reports(4, 10.0, 0.001), plan).ok());
+  const GroupPlan plan = plan_from_reports(1, reports(4, 10.0, 0.001));
   const proto::CalibrationRequest all = calibration_request(plan, std::chrono::seconds(60));
   ASSERT_EQ(all.sizes_size(), 4);
   EXPECT_EQ(all.sizes(0).bytes(), 4u);
@@ -102,25 +115,31 @@ TEST(PlanBuilder, CalibratesAsFarAsTheBudgetAllowsAndRepeatsSmallSizesMore) {
   EXPECT_LT(some.sizes_size(), 4);
   EXPECT_EQ(calibration_request(plan, std::chrono::milliseconds(0)).sizes_size(), 0);
 
-  GroupPlan single;
-  ASSERT_TRUE(plan_from_reports(1, reports(1, 10.0, 0.001), single).ok());
+  const GroupPlan single = plan_from_reports(1, reports(1, 10.0, 0.001));
   EXPECT_EQ(calibration_request(single, std::chrono::seconds(60)).sizes_size(), 0)
       << "one rank has nothing to calibrate";
 }
 
-TEST(PlanBuilder, CalibrationTakesTheSlowestRanksTime) {
-  GroupPlan plan;
-  ASSERT_TRUE(plan_from_reports(1, reports(2, 10.0, 0.001), plan).ok());
+TEST(PlanBuilder, CalibrationTakesTheSlowestRanksTimeAndRefusesWhatWasNotAskedFor) {
+  GroupPlan plan = plan_from_reports(1, reports(2, 10.0, 0.001));
+  proto::CalibrationRequest request;
+  request.set_generation(1);
+  proto::CalibrationRequest::Size& size = *request.add_sizes();
+  size.set_bytes(1 << 20);
+  size.set_repetitions(2);
+  size.add_algorithms(proto::ALGORITHM_RING);
   std::vector<proto::CalibrationReport> calibration(2);
   for (int rank = 0; rank < 2; ++rank) {
+    calibration[rank].set_generation(1);
     calibration[rank].set_rank(rank);
     calibration[rank].set_calibration_ms(5.0 + rank);
     proto::CalibrationSample& sample = *calibration[rank].add_samples();
     sample.set_algorithm(proto::ALGORITHM_RING);
     sample.set_bytes(1 << 20);
     sample.set_measured_us(rank == 0 ? 900.0 : 1500.0);
+    ASSERT_TRUE(check_calibration_report(calibration[rank], request, rank).ok()) << rank;
   }
-  ASSERT_TRUE(add_calibration(plan, calibration).ok());
+  add_calibration(plan, calibration);
   ASSERT_EQ(plan.calibration.size(), 1u);
   EXPECT_EQ(plan.calibration[0].algorithm, Algorithm::ring);
   EXPECT_DOUBLE_EQ(plan.calibration[0].measured_us, 1500.0);
@@ -128,15 +147,31 @@ TEST(PlanBuilder, CalibrationTakesTheSlowestRanksTime) {
   EXPECT_GT(plan.calibration[0].modelled_transfer_us, 0.0);
   EXPECT_DOUBLE_EQ(plan.calibration_ms, 6.0);
 
-  calibration[1].mutable_samples(0)->set_algorithm(proto::ALGORITHM_BRUCK);
-  const Status status = add_calibration(plan, calibration);
-  EXPECT_EQ(status.code(), ErrorCode::protocol_error);
-  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status.message();
+  const auto refused = [&](const proto::CalibrationReport& report) {
+    const Status status = check_calibration_report(report, request, 1);
+    EXPECT_EQ(status.code(), ErrorCode::protocol_error);
+    return status.message();
+  };
+  proto::CalibrationReport report = calibration[1];
+  report.mutable_samples(0)->set_algorithm(proto::ALGORITHM_TREE);
+  EXPECT_NE(refused(report).find("rank 1 sent a bad calibration report: a sample of algorithm"),
+            std::string::npos);
+  report = calibration[1];
+  report.mutable_samples(0)->set_bytes(0);
+  EXPECT_NE(refused(report).find("not asked for"), std::string::npos);
+  report = calibration[1];
+  *report.add_samples() = report.samples(0);
+  EXPECT_NE(refused(report).find("not asked for"), std::string::npos) << "a sample twice";
+  report = calibration[1];
+  report.clear_samples();
+  EXPECT_NE(refused(report).find("0 samples, not 1"), std::string::npos);
+  report = calibration[1];
+  report.mutable_samples(0)->set_measured_us(0.0);
+  EXPECT_NE(refused(report).find("not a number > 0"), std::string::npos);
 }
 
 TEST(PlanBuilder, APlanSurvivesProtobufAndABrokenOneIsRefused) {
-  GroupPlan plan;
-  ASSERT_TRUE(plan_from_reports(7, reports(3, 10.0, 0.001, 0, 2), plan).ok());
+  GroupPlan plan = plan_from_reports(7, reports(3, 10.0, 0.001, 0, 2));
   plan.calibration.push_back({Algorithm::tree, 4096, 80.0, 30.0, 10.0});
   plan.table = build_table(plan);
   proto::GroupPlan message;
@@ -147,8 +182,19 @@ TEST(PlanBuilder, APlanSurvivesProtobufAndABrokenOneIsRefused) {
 
   proto::GroupPlan partial = message;
   partial.mutable_links()->RemoveLast();
-  EXPECT_NE(from_proto(partial, back).message().find("does not cover every pair"),
-            std::string::npos);
+  EXPECT_NE(from_proto(partial, back).message().find("5 links in a group of 3"), std::string::npos);
+  proto::GroupPlan twice = message;
+  *twice.mutable_links(0) = twice.links(1);
+  EXPECT_NE(from_proto(twice, back).message().find("listed twice"), std::string::npos);
+  proto::GroupPlan huge = message;
+  huge.set_world_size(1 << 30);
+  EXPECT_NE(from_proto(huge, back).message().find("world size 1073741824"), std::string::npos);
+  proto::GroupPlan negative = message;
+  negative.mutable_links(2)->set_alpha_us(-3.0);
+  EXPECT_NE(from_proto(negative, back).message().find("not >= 0"), std::string::npos);
+  proto::GroupPlan empty_sample = message;
+  empty_sample.mutable_calibration(0)->set_bytes(0);
+  EXPECT_EQ(from_proto(empty_sample, back).code(), ErrorCode::protocol_error);
   proto::GroupPlan stray = message;
   stray.mutable_links(0)->set_from_rank(3);
   EXPECT_NE(from_proto(stray, back).message().find("a link from rank 3"), std::string::npos);
