@@ -97,6 +97,9 @@ class Bench {
         try {
           for (int iteration = 0; iteration < options_.warmup + options_.iters; ++iteration) {
             std::copy(pristine.begin(), pristine.end(), data);
+            // Every rank starts the timed op together: a row times the op, not the ranks (or
+            // the other ranks' copies and checks) arriving at different times.
+            client.barrier();
             const auto start = std::chrono::steady_clock::now();
             Handle handle = client.allreduce_async(data, count, type_, op_options);
             handle.wait();

@@ -6,6 +6,7 @@
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -81,7 +82,10 @@ int main(int argc, char** argv) {
 
   std::vector<gradsync::cli::BenchRow> rows;
   for (std::uint64_t count : gradsync::peers::sweep_counts(options)) {
-    auto times = gradsync::peers::time_iterations(count, rank, world_size, options, allreduce);
+    auto times = gradsync::peers::time_iterations(count, rank, world_size, options, allreduce, [&] {
+      gloo::BarrierOptions barrier(context);
+      gloo::barrier(barrier);
+    });
     std::vector<double> slowest = times.us;
     slowest.push_back(times.wrong);
     gloo::AllreduceRing<double>(context, {slowest.data()}, static_cast<int>(slowest.size()),

@@ -18,10 +18,12 @@ int main(int argc, char** argv) {
   std::vector<gradsync::cli::BenchRow> rows;
   for (std::uint64_t count : gradsync::peers::sweep_counts(options)) {
     auto times = gradsync::peers::time_iterations(
-        count, rank, world_size, options, [](float* data, std::uint64_t n) {
+        count, rank, world_size, options,
+        [](float* data, std::uint64_t n) {
           MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
                         MPI_COMM_WORLD);
-        });
+        },
+        [] { MPI_Barrier(MPI_COMM_WORLD); });
     std::vector<double> slowest(times.us.size());
     MPI_Reduce(times.us.data(), slowest.data(), static_cast<int>(times.us.size()), MPI_DOUBLE,
                MPI_MAX, 0, MPI_COMM_WORLD);

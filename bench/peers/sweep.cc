@@ -77,12 +77,14 @@ std::vector<std::uint64_t> sweep_counts(const SweepOptions& options) {
 
 RankTimes time_iterations(std::uint64_t count, int rank, int world_size,
                           const SweepOptions& options,
-                          const std::function<void(float*, std::uint64_t)>& allreduce) {
+                          const std::function<void(float*, std::uint64_t)>& allreduce,
+                          const std::function<void()>& barrier) {
   const std::vector<float> pristine = pattern(rank, count);
   std::vector<float> data;
   RankTimes times;
   for (int iteration = 0; iteration < options.warmup + options.iters; ++iteration) {
     data = pristine;
+    barrier();
     const auto start = std::chrono::steady_clock::now();
     allreduce(data.data(), count);
     const auto stop = std::chrono::steady_clock::now();

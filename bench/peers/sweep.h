@@ -32,9 +32,12 @@ struct RankTimes {
 };
 
 // Runs warmup + iters in-place sums of `count` floats through `allreduce`, refilling the input
-// (element i of rank r is (r + i) mod 4) before each and checking each result.
+// (element i of rank r is (r + i) mod 4) and passing `barrier` before each (so that a row times
+// the op, not the ranks arriving at different times, as gradsync bench does), and checking each
+// result.
 RankTimes time_iterations(std::uint64_t count, int rank, int world_size,
                           const SweepOptions& options,
-                          const std::function<void(float*, std::uint64_t)>& allreduce);
+                          const std::function<void(float*, std::uint64_t)>& allreduce,
+                          const std::function<void()>& barrier);
 
 }  // namespace gradsync::peers

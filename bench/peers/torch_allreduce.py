@@ -42,6 +42,7 @@ while bytes_ <= options.max_bytes:
     times, wrong = [], 0
     for iteration in range(options.warmup + options.iters):
         data = pristine.clone()
+        dist.barrier()  # a row times the op, not the ranks arriving at different times
         start = time.perf_counter()
         dist.all_reduce(data, op=dist.ReduceOp.SUM)
         elapsed = (time.perf_counter() - start) * 1e6
