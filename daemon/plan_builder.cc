@@ -102,7 +102,7 @@ proto::CalibrationRequest calibration_request(const GroupPlan& plan,
   if (plan.world_size < 2) return request;
   const double budget_us = std::chrono::duration<double, std::micro>(budget).count();
   double spent_us = 0;
-  for (const std::uint64_t bytes : {4ull, 64ull << 10, 1ull << 20, 4ull << 20}) {
+  for (const std::uint64_t bytes : {4ull, 4ull << 10, 64ull << 10, 1ull << 20, 4ull << 20}) {
     const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
     std::vector<std::pair<Algorithm, double>> predictions;
     double best_us = INFINITY;

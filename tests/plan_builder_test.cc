@@ -98,21 +98,22 @@ TEST(PlanBuilder, ABadProbeReportIsRefusedNamingItsSender) {
 TEST(PlanBuilder, CalibratesAsFarAsTheBudgetAllowsAndRepeatsSmallSizesMore) {
   const GroupPlan plan = plan_from_reports(1, reports(4, 10.0, 0.001));
   const proto::CalibrationRequest all = calibration_request(plan, std::chrono::seconds(60));
-  ASSERT_EQ(all.sizes_size(), 4);
+  ASSERT_EQ(all.sizes_size(), 5);
   EXPECT_EQ(all.sizes(0).bytes(), 4u);
-  EXPECT_EQ(all.sizes(3).bytes(), 4u << 20);
-  EXPECT_GT(all.sizes(0).repetitions(), all.sizes(3).repetitions());
-  EXPECT_GE(all.sizes(3).repetitions(), 2);
+  EXPECT_EQ(all.sizes(1).bytes(), 4u << 10);
+  EXPECT_EQ(all.sizes(4).bytes(), 4u << 20);
+  EXPECT_GT(all.sizes(0).repetitions(), all.sizes(4).repetitions());
+  EXPECT_GE(all.sizes(4).repetitions(), 2);
   // At 4 B every algorithm is a contender; at 4 MiB the tree (4 rounds of the whole vector) is not.
   EXPECT_EQ(all.sizes(0).algorithms_size(), 4);
-  const auto& large = all.sizes(3).algorithms();
+  const auto& large = all.sizes(4).algorithms();
   EXPECT_EQ(std::count(large.begin(), large.end(), proto::ALGORITHM_TREE), 0);
   EXPECT_EQ(std::count(large.begin(), large.end(), proto::ALGORITHM_RING), 1);
   EXPECT_EQ(std::count(large.begin(), large.end(), proto::ALGORITHM_HALVING_DOUBLING), 1);
   // 4 MiB at 1 GB/s takes milliseconds per algorithm: a 5 ms budget stops before it.
   const proto::CalibrationRequest some = calibration_request(plan, std::chrono::milliseconds(5));
   EXPECT_GT(some.sizes_size(), 0);
-  EXPECT_LT(some.sizes_size(), 4);
+  EXPECT_LT(some.sizes_size(), 5);
   EXPECT_EQ(calibration_request(plan, std::chrono::milliseconds(0)).sizes_size(), 0);
 
   const GroupPlan single = plan_from_reports(1, reports(1, 10.0, 0.001));
