@@ -12,7 +12,7 @@
 namespace gradsync::daemon {
 
 struct ProbeSettings {
-  int round_trip_ops = 5;  // per link; α is the median over them
+  int round_trip_ops = 9;  // per link; α is the median over them
   int round_trips_per_op = 4;
   std::uint64_t small_bytes = 8;          // per round trip message
   std::uint64_t bulk_bytes = 2ull << 20;  // per direction, for β

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -55,20 +56,23 @@ GroupPlan plan_from_reports(std::uint64_t generation,
   plan.generation = generation;
   plan.world_size = p;
   plan.measured = true;
-  // Both ends of a link report it: each adds half of what it measured, in both directions.
-  std::vector<LinkCost> links(static_cast<std::size_t>(p) * p);
+  // Both ends of a link report it. β: the mean of the two. α: the smaller, since both ends time
+  // the same round trips and a larger time means that end was descheduled while it measured.
+  std::vector<LinkCost> links(static_cast<std::size_t>(p) * p,
+                              LinkCost{std::numeric_limits<double>::infinity(), 0});
   for (const proto::ProbeReport& report : reports) {
     for (const proto::LinkMeasurement& link : report.links()) {
       for (const std::size_t index :
            {static_cast<std::size_t>(link.from_rank()) * p + link.to_rank(),
             static_cast<std::size_t>(link.to_rank()) * p + link.from_rank()}) {
-        links[index].alpha_us += link.alpha_us() / 2;
+        links[index].alpha_us = std::min(links[index].alpha_us, link.alpha_us());
         links[index].beta_us_per_byte += link.beta_us_per_byte() / 2;
       }
     }
     plan.gamma_us_per_byte.push_back(report.gamma_us_per_byte());
     plan.probe_ms = std::max(plan.probe_ms, report.probe_ms());
   }
+  for (int rank = 0; rank < p; ++rank) links[static_cast<std::size_t>(rank) * p + rank] = {};
   NetworkModel& network = plan.network;
   for (int from = 0; from < p; ++from) {
     for (int to = 0; to < p; ++to) {

@@ -23,8 +23,8 @@ Status check_probe_report(const proto::ProbeReport& report, std::uint64_t genera
                           int world_size);
 
 // `reports[r]` is rank r's, each checked. Both ends of a link time the same round trips and the
-// same exchange, so a link costs the mean of what its two ends measured, in both directions; γ is
-// the slowest rank's. The plan's table is built from the network alone, until add_calibration().
+// same exchange: a link's β is the mean of its two ends', its α the smaller (the larger end was
+// descheduled while it measured), in both directions; γ is the slowest rank's. The plan's table is built from the network alone, until add_calibration().
 GroupPlan plan_from_reports(std::uint64_t generation,
                             const std::vector<proto::ProbeReport>& reports);
 

@@ -36,7 +36,7 @@ std::vector<proto::ProbeReport> reports(int p, double alpha, double beta, int od
   return result;
 }
 
-TEST(PlanBuilder, ALinkCostsTheMeanOfItsTwoEndsInBothDirections) {
+TEST(PlanBuilder, ALinkTakesTheSmallerAlphaAndTheMeanBetaOfItsTwoEnds) {
   const auto probes = reports(4, 10.0, 0.001, 1, 3);
   for (int rank = 0; rank < 4; ++rank) {
     ASSERT_TRUE(check_probe_report(probes[rank], 1, rank, 4).ok()) << rank;
@@ -44,10 +44,11 @@ TEST(PlanBuilder, ALinkCostsTheMeanOfItsTwoEndsInBothDirections) {
   const GroupPlan plan = plan_from_reports(1, probes);
   EXPECT_TRUE(plan.measured);
   EXPECT_EQ(plan.world_size, 4);
-  EXPECT_EQ(plan.network.link(1, 3), (LinkCost{20.0, 0.002}));
-  EXPECT_EQ(plan.network.link(3, 1), (LinkCost{20.0, 0.002}));
+  EXPECT_EQ(plan.network.link(1, 3), (LinkCost{10.0, 0.002}));
+  EXPECT_EQ(plan.network.link(3, 1), (LinkCost{10.0, 0.002}));
   EXPECT_EQ(plan.network.link(0, 2), (LinkCost{10.0, 0.001}));
-  EXPECT_DOUBLE_EQ(plan.network.alpha_us, 20.0) << "the slowest link, for links not listed";
+  EXPECT_DOUBLE_EQ(plan.network.alpha_us, 10.0) << "the slowest link, for links not listed";
+  EXPECT_DOUBLE_EQ(plan.network.beta_us_per_byte, 0.002);
   EXPECT_DOUBLE_EQ(plan.network.gamma_us_per_byte, 0.0004) << "the slowest rank's";
   EXPECT_EQ(plan.gamma_us_per_byte.size(), 4u);
   EXPECT_DOUBLE_EQ(plan.probe_ms, 30.0);
@@ -57,7 +58,7 @@ TEST(PlanBuilder, ALinkCostsTheMeanOfItsTwoEndsInBothDirections) {
 TEST(PlanBuilder, AGroupTooLargeForALinkTableGetsItsSlowestLinkEverywhere) {
   const GroupPlan plan = plan_from_reports(1, reports(kMaxPerLinkRanks + 1, 10.0, 0.001, 0, 1));
   EXPECT_FALSE(plan.network.per_link());
-  EXPECT_DOUBLE_EQ(plan.network.alpha_us, 20.0);
+  EXPECT_DOUBLE_EQ(plan.network.alpha_us, 10.0);
   EXPECT_DOUBLE_EQ(plan.network.beta_us_per_byte, 0.002);
 }
 
