@@ -54,7 +54,6 @@ shape() {
     kbit) bits=$((number * 1000)) ;;
     mbit) bits=$((number * 1000000)) ;;
     gbit) bits=$((number * 1000000000)) ;;
-    *) echo "lan: rate '$3' is not a number with bit, kbit, mbit or gbit" >&2; exit 2 ;;
   esac
   local burst=$((bits / 8 / 500))
   [ "$burst" -ge 16384 ] || burst=16384  # at least a few full frames
@@ -182,8 +181,12 @@ while [ $# -gt 0 ]; do
 done
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] ||
   { echo "lan: --hosts must be a number from 1 to 200" >&2; exit 2; }
+rate_pattern='^[0-9]+(bit|kbit|mbit|gbit)$'
+[[ "$rate" =~ $rate_pattern ]] ||
+  { echo "lan: --rate '$rate' is not a number with bit, kbit, mbit or gbit" >&2; exit 2; }
 if [ "$slow_host" != -1 ]; then
-  [[ "$slow_host" =~ ^[0-9]+$ ]] && [ "$slow_host" -lt "$hosts" ] && [ -n "$slow_rate" ] ||
+  [[ "$slow_host" =~ ^[0-9]+$ ]] && [ "$slow_host" -lt "$hosts" ] &&
+    [[ "$slow_rate" =~ $rate_pattern ]] ||
     { echo "lan: --slow takes HOST:RATE with a host below --hosts, e.g. 1:100mbit" >&2; exit 2; }
 fi
 [ "$(id -u)" -eq 0 ] || { echo "lan: needs root (network namespaces)" >&2; exit 2; }

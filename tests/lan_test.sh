@@ -38,12 +38,17 @@ if "$lan" run --hosts 2 -- false 2>/dev/null; then
 fi
 [ "$(leftover)" -eq 0 ] || { echo "lan_test: namespaces left after a failed run"; exit 1; }
 # Bad arguments are refused before anything is created.
-for bad in "run --hosts 0 -- true" "run --hosts x -- true" "frobnicate" "up --bogus"; do
+for bad in "run --hosts 0 -- true" "run --hosts x -- true" "frobnicate" "up --bogus" \
+  "run --hosts 2 --slow 5:1mbit -- true" "run --hosts 2 --slow 1 -- true" \
+  "run --hosts 2 --slow 1:fast -- true" "run --hosts 2 --rate 1.5gbit -- true"; do
   # shellcheck disable=SC2086 # the words are split on purpose
   if "$lan" $bad 2>/dev/null; then echo "lan_test: '$bad' was accepted"; exit 1; fi
 done
 message=$("$lan" run --hosts 0 -- true 2>&1 || true)
 grep -q "lan: --hosts must be a number from 1 to 200" <<<"$message" ||
   { echo "lan_test: unclear message for --hosts 0: $message"; exit 1; }
+message=$("$lan" run --hosts 2 --slow 5:1mbit -- true 2>&1 || true)
+grep -q "lan: --slow takes HOST:RATE with a host below --hosts" <<<"$message" ||
+  { echo "lan_test: unclear message for --slow 5:1mbit: $message"; exit 1; }
 [ "$(leftover)" -eq 0 ] || { echo "lan_test: bad arguments left namespaces"; exit 1; }
 echo "lan_test: passed"
