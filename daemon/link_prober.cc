@@ -20,6 +20,15 @@ class LinkProber {
              const ProbeSettings& settings)
       : mesh_(mesh), abort_(abort), settings_(settings), data_(settings.bulk_bytes) {}
 
+  // One untimed bulk exchange: the first a process makes pays for first-touch memory (the socket's
+  // and the buffers'), which made the first round's links measure several times slower.
+  Status warm_up(int partner) {
+    double elapsed_us = 0;
+    return time(
+        bulk_exchange_schedule(mesh_.rank(), mesh_.world_size(), partner, settings_.bulk_bytes),
+        elapsed_us);
+  }
+
   // α and β of the link to `partner` (-1: this rank sits the round out, but runs the same ops).
   Status measure(int partner, proto::LinkMeasurement& link) {
     const int rank = mesh_.rank();
@@ -96,6 +105,10 @@ Status probe_links(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
                    const ProbeSettings& settings, proto::ProbeReport& report) {
   const auto start = net::Clock::now();
   LinkProber prober(mesh, abort, settings);
+  if (Status status = prober.warm_up(tournament_partner(mesh.rank(), mesh.world_size(), 0));
+      !status.ok()) {
+    return Status(status.code(), "probing the links failed: " + status.message());
+  }
   report.Clear();
   report.set_generation(mesh.generation());
   report.set_rank(mesh.rank());

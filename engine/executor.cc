@@ -75,11 +75,13 @@ class OpRun {
         segment_bytes_(std::max<std::size_t>(
             options.segment_bytes / schedule.shape.element_size * schedule.shape.element_size,
             schedule.shape.element_size)),
+        workspace_(mesh.workspace()),
         outgoing_(mesh.world_size()),
         incoming_(mesh.world_size()) {}
 
   Status run() {
-    scratch_.resize(schedule_.size_of(BufferId::scratch));
+    const std::size_t scratch_bytes = schedule_.size_of(BufferId::scratch);
+    if (workspace_.scratch.size() < scratch_bytes) workspace_.scratch.resize(scratch_bytes);
     for (round_ = 0; round_ < schedule_.rounds.size(); ++round_) {
       prepare_round(schedule_.rounds[round_]);
       if (Status status = transfer(); !status.ok()) return fail(status);
@@ -104,7 +106,7 @@ class OpRun {
       case BufferId::output:
         return buffers_.output + span.offset;
       case BufferId::scratch:
-        return scratch_.data() + span.offset;
+        return workspace_.scratch.data() + span.offset;
     }
     return nullptr;
   }
@@ -151,7 +153,7 @@ class OpRun {
   void prepare_round(const Round& round) {
     // Sends read the buffers as they were when the round began: a send whose bytes this round
     // also reduces into (a hypercube exchange) goes out from a snapshot.
-    snapshots_.clear();
+    std::size_t snapshots = 0;
     for (const Send& send : round.sends) {
       std::vector<std::byte*> bases;
       for (const Span& span : send.spans) {
@@ -161,7 +163,9 @@ class OpRun {
                                  [&](const Span& target) { return overlap(span, target); });
             });
         if (reduced_this_round) {
-          auto& snapshot = snapshots_.emplace_back(locate(span), locate(span) + span.length);
+          if (workspace_.snapshots.size() == snapshots) workspace_.snapshots.emplace_back();
+          auto& snapshot = workspace_.snapshots[snapshots++];
+          snapshot.assign(locate(span), locate(span) + span.length);
           bases.push_back(snapshot.data());
         } else {
           bases.push_back(locate(span));
@@ -501,8 +505,7 @@ class OpRun {
   const ExecuteOptions& options_;
   const std::size_t segment_bytes_;
   std::size_t round_ = 0;
-  std::vector<std::byte> scratch_;
-  std::vector<std::vector<std::byte>> snapshots_;
+  OpWorkspace& workspace_;
   std::vector<std::deque<OutSegment>> outgoing_;
   std::vector<std::deque<InSegment>> incoming_;
   std::vector<std::byte> trash_;

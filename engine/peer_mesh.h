@@ -31,6 +31,13 @@ struct PeerStream {
   }
 };
 
+// Memory an op needs besides its client's buffers, kept from op to op: fresh memory costs a page
+// fault per 4 KiB on first touch, which for a 64 MiB op takes longer than moving its bytes.
+struct OpWorkspace {
+  std::vector<std::byte> scratch;                 // the schedule's scratch buffer
+  std::vector<std::vector<std::byte>> snapshots;  // sends that the same round reduces into
+};
+
 class PeerMesh {
  public:
   // `sockets[r]` is the connection to rank r (invalid for this rank itself).
@@ -42,12 +49,14 @@ class PeerMesh {
   PeerStream& peer(int rank) { return peers_[rank]; }
   // The op id the next op gets: every rank counts its ops in the same order.
   std::uint64_t next_op_id() { return next_op_id_++; }
+  OpWorkspace& workspace() { return workspace_; }
 
  private:
   int rank_;
   std::uint64_t generation_;
   std::uint64_t next_op_id_ = 1;
   std::vector<PeerStream> peers_;
+  OpWorkspace workspace_;
 };
 
 }  // namespace gradsync::engine
