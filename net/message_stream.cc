@@ -16,12 +16,14 @@ namespace gradsync::net {
 
 namespace {
 
-std::array<std::byte, 4> encode_length(std::uint32_t length) {
+constexpr std::size_t kLengthPrefixBytes = 4;
+
+std::array<std::byte, kLengthPrefixBytes> encode_length(std::uint32_t length) {
   return {std::byte(length & 0xff), std::byte((length >> 8) & 0xff),
           std::byte((length >> 16) & 0xff), std::byte((length >> 24) & 0xff)};
 }
 
-std::uint32_t decode_length(const std::array<std::byte, 4>& bytes) {
+std::uint32_t decode_length(const std::array<std::byte, kLengthPrefixBytes>& bytes) {
   return std::to_integer<std::uint32_t>(bytes[0]) | std::to_integer<std::uint32_t>(bytes[1]) << 8 |
          std::to_integer<std::uint32_t>(bytes[2]) << 16 |
          std::to_integer<std::uint32_t>(bytes[3]) << 24;
@@ -41,10 +43,9 @@ msghdr message_over(iovec& part, ControlBuffer& control) {
   return header;
 }
 
-// Sends the length prefix with the descriptor as SCM_RIGHTS ancillary data.
-Status send_prefix_with_fd(int fd, const std::array<std::byte, 4>& prefix, int attached_fd,
-                           Deadline deadline) {
-  iovec part{const_cast<std::byte*>(prefix.data()), prefix.size()};
+// Sends `bytes` with the descriptor as SCM_RIGHTS ancillary data on the first byte.
+Status send_with_fd(int fd, std::span<const std::byte> bytes, int attached_fd, Deadline deadline) {
+  iovec part{const_cast<std::byte*>(bytes.data()), bytes.size()};
   ControlBuffer control;
   msghdr header = message_over(part, control);
   cmsghdr* entry = CMSG_FIRSTHDR(&header);
@@ -54,10 +55,7 @@ Status send_prefix_with_fd(int fd, const std::array<std::byte, 4>& prefix, int a
   std::memcpy(CMSG_DATA(entry), &attached_fd, sizeof(int));
   while (true) {
     const ssize_t sent = ::sendmsg(fd, &header, MSG_NOSIGNAL);
-    if (sent > 0) {
-      const auto rest = std::span<const std::byte>(prefix).subspan(static_cast<std::size_t>(sent));
-      return write_all(fd, rest, deadline);
-    }
+    if (sent > 0) return write_all(fd, bytes.subspan(static_cast<std::size_t>(sent)), deadline);
     if (errno != EAGAIN && errno != EINTR) {
       return Status(ErrorCode::peer_lost, std::string("cannot send: ") + std::strerror(errno));
     }
@@ -69,7 +67,7 @@ Status send_prefix_with_fd(int fd, const std::array<std::byte, 4>& prefix, int a
 }
 
 // Reads the length prefix, picking up a descriptor that came with its first byte.
-Status receive_prefix(int fd, std::array<std::byte, 4>& prefix, Deadline deadline,
+Status receive_prefix(int fd, std::array<std::byte, kLengthPrefixBytes>& prefix, Deadline deadline,
                       UniqueFd* attached) {
   std::size_t have = 0;
   while (have < prefix.size()) {
@@ -105,21 +103,24 @@ Status receive_prefix(int fd, std::array<std::byte, 4>& prefix, Deadline deadlin
 
 Status send_message(int fd, const google::protobuf::MessageLite& message, Deadline deadline,
                     int attached_fd) {
-  const std::string body = message.SerializeAsString();
-  if (body.size() > kMaxControlMessageBytes) {
+  // The prefix and the body go out in one write, so that the reader wakes once per message.
+  std::string framed(kLengthPrefixBytes, '\0');
+  message.AppendToString(&framed);
+  const std::size_t body_bytes = framed.size() - kLengthPrefixBytes;
+  if (body_bytes > kMaxControlMessageBytes) {
     return Status(ErrorCode::internal,
-                  "control message of " + std::to_string(body.size()) + " bytes exceeds the limit");
+                  "control message of " + std::to_string(body_bytes) + " bytes exceeds the limit");
   }
-  const auto prefix = encode_length(static_cast<std::uint32_t>(body.size()));
-  Status status = attached_fd >= 0 ? send_prefix_with_fd(fd, prefix, attached_fd, deadline)
-                                   : write_all(fd, prefix, deadline);
-  if (!status.ok()) return status;
-  return write_all(fd, std::as_bytes(std::span(body.data(), body.size())), deadline);
+  const auto prefix = encode_length(static_cast<std::uint32_t>(body_bytes));
+  std::memcpy(framed.data(), prefix.data(), prefix.size());
+  const auto bytes = std::as_bytes(std::span(framed.data(), framed.size()));
+  return attached_fd >= 0 ? send_with_fd(fd, bytes, attached_fd, deadline)
+                          : write_all(fd, bytes, deadline);
 }
 
 Status receive_message(int fd, google::protobuf::MessageLite& message, Deadline deadline,
                        UniqueFd* attached) {
-  std::array<std::byte, 4> prefix;
+  std::array<std::byte, kLengthPrefixBytes> prefix;
   if (Status status = receive_prefix(fd, prefix, deadline, attached); !status.ok()) return status;
   const std::uint32_t length = decode_length(prefix);
   if (length > kMaxControlMessageBytes) {
