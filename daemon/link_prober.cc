@@ -24,9 +24,7 @@ class LinkProber {
   // and the buffers'), which made the first round's links measure several times slower.
   Status warm_up(int partner) {
     double elapsed_us = 0;
-    return time(
-        bulk_exchange_schedule(mesh_.rank(), mesh_.world_size(), partner, settings_.bulk_bytes),
-        elapsed_us);
+    return time_bulk_exchange(partner, elapsed_us);
   }
 
   // α and β of the link to `partner` (-1: this rank sits the round out, but runs the same ops).
@@ -53,11 +51,7 @@ class LinkProber {
     // The faster of two exchanges: the first may still pay for TCP's slow start.
     double bulk_us = std::numeric_limits<double>::infinity();
     for (int attempt = 0; attempt < 2; ++attempt) {
-      if (Status status =
-              time(bulk_exchange_schedule(rank, p, partner, settings_.bulk_bytes), elapsed_us);
-          !status.ok()) {
-        return status;
-      }
+      if (Status status = time_bulk_exchange(partner, elapsed_us); !status.ok()) return status;
       bulk_us = std::min(bulk_us, elapsed_us);
     }
     link.set_from_rank(rank);
@@ -69,6 +63,12 @@ class LinkProber {
   }
 
  private:
+  Status time_bulk_exchange(int partner, double& elapsed_us) {
+    return time(
+        bulk_exchange_schedule(mesh_.rank(), mesh_.world_size(), partner, settings_.bulk_bytes),
+        elapsed_us);
+  }
+
   Status time(const Schedule& schedule, double& elapsed_us) {
     const engine::OpDescriptor descriptor{
         Collective::barrier, DataType::u8, ReduceOp::sum, Algorithm::probe, 0,
