@@ -216,10 +216,15 @@ class OpRun {
     std::vector<pollfd> polls;
     std::vector<int> poll_ranks;
     while (true) {
-      // A header read ahead of its time may have become current with this round.
+      // Sends go out before the first poll: a socket that took the last write whole almost
+      // always takes the next. Then whatever is already read ahead, or likely waiting, is
+      // consumed (a header read ahead of its time may have become current with this round).
       for (int peer = 0; peer < mesh_.world_size(); ++peer) {
         if (peer == mesh_.rank()) continue;
-        if (Status status = read_from(peer, false); !status.ok()) return status;
+        if (mesh_.peer(peer).may_write) {
+          if (Status status = write_to(peer); !status.ok()) return status;
+        }
+        if (Status status = read_from(peer); !status.ok()) return status;
       }
       if (round_done()) return {};
       polls.clear();
@@ -250,14 +255,17 @@ class OpRun {
       }
       for (std::size_t i = 0; i < poll_ranks.size(); ++i) {
         const int peer = poll_ranks[i];
+        PeerStream& stream = mesh_.peer(peer);
         if (polls[i].revents & POLLOUT) {
+          stream.may_write = true;
           if (Status status = write_to(peer); !status.ok()) return status;
         }
-        if ((polls[i].revents & (POLLHUP | POLLERR)) && deferred(mesh_.peer(peer))) {
+        if ((polls[i].revents & (POLLHUP | POLLERR)) && deferred(stream)) {
           return lose(peer, "connection closed");
         }
         if (polls[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-          if (Status status = read_from(peer, true); !status.ok()) return status;
+          stream.may_read = true;
+          if (Status status = read_from(peer); !status.ok()) return status;
         }
       }
     }
@@ -306,11 +314,17 @@ class OpRun {
       message.msg_iovlen = static_cast<std::size_t>(count);
       const ssize_t written = ::sendmsg(stream.socket.get(), &message, MSG_NOSIGNAL);
       if (written < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+          stream.may_write = false;
+          return {};
+        }
         return lose(peer, std::string("sending failed: ") + std::strerror(errno));
       }
       segment.written += static_cast<std::uint64_t>(written);
-      if (segment.written < segment.total) return {};
+      if (segment.written < segment.total) {
+        stream.may_write = false;  // the socket's buffer is full
+        return {};
+      }
       outgoing_[peer].pop_front();
     }
     return {};
@@ -325,26 +339,50 @@ class OpRun {
             header.round > round_);
   }
 
-  // Receives into `bytes` what the socket has; false once it would block.
+  // Gives up to `wanted` bytes of the stream: first what was read ahead, then, if the socket may
+  // have more, from the socket; `got` is 0 once nothing is left without waiting. A small want is
+  // read through the read-ahead buffer, so that the frames behind it come in the same read; a
+  // large one goes straight into `bytes`.
   Status receive_some(int peer, std::byte* bytes, std::uint64_t wanted, std::uint64_t& got) {
+    PeerStream& stream = mesh_.peer(peer);
     got = 0;
-    const ssize_t count = ::recv(mesh_.peer(peer).socket.get(), bytes, wanted, 0);
-    if (count > 0) {
-      got = static_cast<std::uint64_t>(count);
-      return {};
+    if (stream.read_ahead_begin == stream.read_ahead_end && stream.may_read) {
+      const bool through_buffer = wanted < kReadAheadBytes;
+      if (through_buffer && stream.read_ahead.size() < kReadAheadBytes) {
+        stream.read_ahead.resize(kReadAheadBytes);
+      }
+      std::byte* into = through_buffer ? stream.read_ahead.data() : bytes;
+      const std::size_t room = through_buffer ? kReadAheadBytes : wanted;
+      const ssize_t count = ::recv(stream.socket.get(), into, room, 0);
+      if (count == 0) return lose(peer, "connection closed");
+      if (count < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          return lose(peer, std::string("receiving failed: ") + std::strerror(errno));
+        }
+        stream.may_read = false;
+        return {};
+      }
+      // A short read emptied the socket's queue.
+      if (static_cast<std::size_t>(count) < room) stream.may_read = false;
+      if (!through_buffer) {
+        got = static_cast<std::uint64_t>(count);
+        return {};
+      }
+      stream.read_ahead_begin = 0;
+      stream.read_ahead_end = static_cast<std::size_t>(count);
     }
-    if (count == 0) return lose(peer, "connection closed");
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
-    return lose(peer, std::string("receiving failed: ") + std::strerror(errno));
+    got = std::min<std::uint64_t>(wanted, stream.read_ahead_end - stream.read_ahead_begin);
+    if (got > 0) std::memcpy(bytes, stream.read_ahead.data() + stream.read_ahead_begin, got);
+    stream.read_ahead_begin += got;
+    return {};
   }
 
   // Consumes frames from `peer` as far as the socket and this rank's progress allow.
-  Status read_from(int peer, bool socket_ready) {
+  Status read_from(int peer) {
     PeerStream& stream = mesh_.peer(peer);
     if (stream.lost()) return {};
     while (true) {
       if (!stream.header) {
-        if (!socket_ready) return {};
         std::uint64_t got = 0;
         if (Status status = receive_some(peer, stream.header_bytes.data() + stream.header_have,
                                          kFrameHeaderBytes - stream.header_have, got);
@@ -377,7 +415,7 @@ class OpRun {
         stream.payload_done = 0;
       }
       if (deferred(stream)) return {};
-      Status status = consume_payload(peer, stream, socket_ready);
+      Status status = consume_payload(peer, stream);
       if (!status.ok()) return status;
       if (stream.header) return {};  // the payload is not complete yet
     }
@@ -394,7 +432,7 @@ class OpRun {
   }
 
   // Reads or skips the payload of the stream's current header; on completion the header is gone.
-  Status consume_payload(int peer, PeerStream& stream, bool socket_ready) {
+  Status consume_payload(int peer, PeerStream& stream) {
     const FrameHeader& header = *stream.header;
     std::vector<Piece> targets;
     InSegment* expected = nullptr;
@@ -423,7 +461,6 @@ class OpRun {
       }
     }
     while (stream.payload_done < header.length) {
-      if (!socket_ready) return {};
       std::byte* destination = nullptr;
       std::uint64_t room = 0;
       if (stale) {

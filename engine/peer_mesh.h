@@ -13,9 +13,23 @@
 
 namespace gradsync::engine {
 
+// Bytes read from a socket ahead of the frame that needs them: one read takes a small frame's
+// header and payload, and whatever frames follow, where reading them one by one would cost a
+// system call each (about a microsecond apiece on a virtual machine).
+inline constexpr std::size_t kReadAheadBytes = 4 << 10;
+
 struct PeerStream {
   net::UniqueFd socket;
   std::string lost_reason;  // non-empty once the connection is unusable
+
+  std::vector<std::byte> read_ahead;
+  std::size_t read_ahead_begin = 0;  // the unconsumed bytes are [begin, end)
+  std::size_t read_ahead_end = 0;
+  // Whether the socket may have more to read, or room to write: false after a read came back
+  // short or a write would have blocked, true again once poll says so. No system call is made
+  // to find out what the last one already said.
+  bool may_read = true;
+  bool may_write = true;
 
   EncodedHeader header_bytes{};
   std::size_t header_have = 0;
