@@ -68,14 +68,15 @@ struct Submission {
 
 class ClientConnection {
  public:
-  explicit ClientConnection(net::UniqueFd socket) : socket_(std::move(socket)) {}
+  explicit ClientConnection(net::UniqueFd socket)
+      : socket_(std::move(socket)), reader_(socket_.get()) {}
 
   void hello(net::Deadline deadline) {
     proto::ClientToDaemon request;
     request.mutable_hello();
     throw_if_failed(net::send_message(socket_.get(), request, deadline));
     proto::DaemonToClient reply;
-    throw_if_failed(net::receive_message(socket_.get(), reply, deadline));
+    throw_if_failed(reader_.receive(reply, deadline));
     if (!reply.has_hello()) {
       throw ClientError(Status(ErrorCode::protocol_error, "the daemon did not answer the hello"));
     }
@@ -137,7 +138,7 @@ class ClientConnection {
     std::lock_guard lock(mutex_);
     while (!state.done) {
       proto::DaemonToClient message;
-      const Status status = net::receive_message(socket_.get(), message, state.deadline);
+      const Status status = reader_.receive(message, state.deadline);
       if (!status.ok()) {
         fail_everything(status.code() == ErrorCode::deadline_exceeded
                             ? Status(ErrorCode::deadline_exceeded,
@@ -158,8 +159,7 @@ class ClientConnection {
     throw_if_failed(net::send_message(socket_.get(), request, deadline));
     while (true) {
       proto::DaemonToClient message;
-      if (const Status status = net::receive_message(socket_.get(), message, deadline);
-          !status.ok()) {
+      if (const Status status = reader_.receive(message, deadline); !status.ok()) {
         // The stream may stop mid-message: nothing more can be read from it.
         fail_everything(Status(ErrorCode::peer_lost, "lost the daemon: " + status.message()));
         throw ClientError(status);
@@ -248,6 +248,7 @@ class ClientConnection {
   }
 
   net::UniqueFd socket_;
+  net::MessageReader reader_;
   int rank_ = 0;
   int world_size_ = 1;
   std::mutex mutex_;

@@ -47,11 +47,11 @@ void ClientServer::accept_loop() {
 
 void ClientServer::serve(std::shared_ptr<ClientSession> session) {
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>> regions;
+  net::MessageReader reader(session->fd());
   while (true) {
     proto::ClientToDaemon message;
     net::UniqueFd attached;
-    const Status status =
-        net::receive_message(session->fd(), message, net::Deadline::after(kIdleWait), &attached);
+    const Status status = reader.receive(message, net::Deadline::after(kIdleWait), &attached);
     if (!status.ok()) {
       if (status.code() != ErrorCode::peer_lost) {
         spdlog::warn("dropped a client: {}", status.message());

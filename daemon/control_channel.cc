@@ -46,9 +46,10 @@ void ControlChannel::lose(const Status& reason) {
 void ControlChannel::run() {
   proto::WorkerToCoordinator heartbeat;
   heartbeat.mutable_heartbeat();
+  net::MessageReader reader(socket_.get());
   while (true) {
     proto::CoordinatorToWorker message;
-    Status status = net::receive_message(socket_.get(), message, net::Deadline::after(interval_));
+    Status status = reader.receive(message, net::Deadline::after(interval_));
     if (status.code() == ErrorCode::deadline_exceeded) {
       status = send(heartbeat);
       if (status.ok()) continue;

@@ -71,9 +71,9 @@ class Coordinator {
 
  private:
   void serve(const std::shared_ptr<Member>& member) {
+    net::MessageReader reader(member->socket.get());
     proto::WorkerToCoordinator first;
-    Status status =
-        net::receive_message(member->socket.get(), first, net::Deadline::after(kJoinTimeout));
+    Status status = reader.receive(first, net::Deadline::after(kJoinTimeout));
     if (status.ok()) status = admit(member, first);
     if (!status.ok()) {
       spdlog::warn("coordinator: rejected a connection from {}: {}", member->from,
@@ -83,8 +83,7 @@ class Coordinator {
     // Heartbeats, and the reports it is asked for, until the worker stops sending them.
     while (true) {
       proto::WorkerToCoordinator message;
-      status = net::receive_message(member->socket.get(), message,
-                                    net::Deadline::after(config_.heartbeat_timeout));
+      status = reader.receive(message, net::Deadline::after(config_.heartbeat_timeout));
       if (!status.ok()) break;
       if (message.has_probe_report()) {
         status = take_probe_report(member, message.probe_report());

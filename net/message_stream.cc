@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -66,39 +67,6 @@ Status send_with_fd(int fd, std::span<const std::byte> bytes, int attached_fd, D
   }
 }
 
-// Reads the length prefix, picking up a descriptor that came with its first byte.
-Status receive_prefix(int fd, std::array<std::byte, kLengthPrefixBytes>& prefix, Deadline deadline,
-                      UniqueFd* attached) {
-  std::size_t have = 0;
-  while (have < prefix.size()) {
-    iovec part{prefix.data() + have, prefix.size() - have};
-    ControlBuffer control;
-    msghdr header = message_over(part, control);
-    const ssize_t got = ::recvmsg(fd, &header, MSG_CMSG_CLOEXEC);
-    if (got > 0) {
-      for (cmsghdr* entry = CMSG_FIRSTHDR(&header); entry != nullptr;
-           entry = CMSG_NXTHDR(&header, entry)) {
-        if (entry->cmsg_level == SOL_SOCKET && entry->cmsg_type == SCM_RIGHTS) {
-          int received = -1;
-          std::memcpy(&received, CMSG_DATA(entry), sizeof(int));
-          UniqueFd owned(received);  // closed unless the caller wants it
-          if (attached != nullptr) *attached = std::move(owned);
-        }
-      }
-      have += static_cast<std::size_t>(got);
-      continue;
-    }
-    if (got == 0) return Status(ErrorCode::peer_lost, "connection closed by the other side");
-    if (errno != EAGAIN && errno != EINTR) {
-      return Status(ErrorCode::peer_lost, std::string("connection lost: ") + std::strerror(errno));
-    }
-    if (!wait_readable(fd, deadline)) {
-      return Status(ErrorCode::deadline_exceeded, "no message arrived in time");
-    }
-  }
-  return {};
-}
-
 }  // namespace
 
 Status send_message(int fd, const google::protobuf::MessageLite& message, Deadline deadline,
@@ -118,23 +86,78 @@ Status send_message(int fd, const google::protobuf::MessageLite& message, Deadli
                           : write_all(fd, bytes, deadline);
 }
 
-Status receive_message(int fd, google::protobuf::MessageLite& message, Deadline deadline,
-                       UniqueFd* attached) {
-  std::array<std::byte, kLengthPrefixBytes> prefix;
-  if (Status status = receive_prefix(fd, prefix, deadline, attached); !status.ok()) return status;
-  const std::uint32_t length = decode_length(prefix);
-  if (length > kMaxControlMessageBytes) {
-    return Status(ErrorCode::protocol_error, "a control message claims " + std::to_string(length) +
-                                                 " bytes; the limit is " +
-                                                 std::to_string(kMaxControlMessageBytes));
+Status MessageReader::receive(google::protobuf::MessageLite& message, Deadline deadline,
+                              UniqueFd* attached) {
+  while (true) {
+    const std::size_t available = end_ - begin_;
+    std::size_t wanted = kLengthPrefixBytes;
+    if (available >= kLengthPrefixBytes) {
+      std::array<std::byte, kLengthPrefixBytes> prefix;
+      std::memcpy(prefix.data(), buffer_.data() + begin_, prefix.size());
+      const std::uint32_t length = decode_length(prefix);
+      if (length > kMaxControlMessageBytes) {
+        return Status(ErrorCode::protocol_error,
+                      "a control message claims " + std::to_string(length) +
+                          " bytes; the limit is " + std::to_string(kMaxControlMessageBytes));
+      }
+      wanted = kLengthPrefixBytes + length;
+      if (available >= wanted) {
+        const std::uint64_t first = stream_offset(begin_);
+        while (!descriptors_.empty() && descriptors_.front().last_byte < first + wanted) {
+          // Closed unless the caller wants it; one that came with an earlier message was not
+          // wanted by it either.
+          UniqueFd owned = std::move(descriptors_.front().fd);
+          const bool ours = descriptors_.front().last_byte >= first;
+          descriptors_.pop_front();
+          if (ours && attached != nullptr) *attached = std::move(owned);
+        }
+        const bool parsed = message.ParseFromArray(buffer_.data() + begin_ + kLengthPrefixBytes,
+                                                   static_cast<int>(length));
+        begin_ += wanted;
+        if (!parsed) {
+          return Status(ErrorCode::protocol_error,
+                        "a control message of " + std::to_string(length) + " bytes does not parse");
+        }
+        return {};
+      }
+    }
+    if (Status status = read_more(wanted, deadline); !status.ok()) return status;
   }
-  std::vector<std::byte> body(length);
-  if (Status status = read_exact(fd, body, deadline); !status.ok()) return status;
-  if (!message.ParseFromArray(body.data(), static_cast<int>(length))) {
-    return Status(ErrorCode::protocol_error,
-                  "a control message of " + std::to_string(length) + " bytes does not parse");
+}
+
+// Waits, then reads what the socket has into the buffer, which has room for at least the
+// `wanted` bytes the next message needs.
+Status MessageReader::read_more(std::size_t wanted, Deadline deadline) {
+  constexpr std::size_t kMinimumRead = 4 << 10;
+  std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  buffer_.resize(std::max({buffer_.size(), wanted, kMinimumRead}));
+  while (true) {
+    if (!wait_readable(fd_, deadline)) {
+      return Status(ErrorCode::deadline_exceeded, "no message arrived in time");
+    }
+    iovec part{buffer_.data() + end_, buffer_.size() - end_};
+    ControlBuffer control;
+    msghdr header = message_over(part, control);
+    const ssize_t got = ::recvmsg(fd_, &header, MSG_CMSG_CLOEXEC);
+    if (got == 0) return Status(ErrorCode::peer_lost, "connection closed by the other side");
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      return Status(ErrorCode::peer_lost, std::string("connection lost: ") + std::strerror(errno));
+    }
+    end_ += static_cast<std::size_t>(got);
+    bytes_read_ += static_cast<std::uint64_t>(got);
+    for (cmsghdr* entry = CMSG_FIRSTHDR(&header); entry != nullptr;
+         entry = CMSG_NXTHDR(&header, entry)) {
+      if (entry->cmsg_level == SOL_SOCKET && entry->cmsg_type == SCM_RIGHTS) {
+        int received = -1;
+        std::memcpy(&received, CMSG_DATA(entry), sizeof(int));
+        descriptors_.push_back({bytes_read_ - 1, UniqueFd(received)});
+      }
+    }
+    return {};
   }
-  return {};
 }
 
 }  // namespace gradsync::net

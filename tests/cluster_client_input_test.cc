@@ -39,11 +39,12 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
 
   // An op naming a region the daemon never received, while rank 1 submits the matching op.
   net::UniqueFd fd = raw_connection(socket);
+  net::MessageReader reader(fd.get());
   proto::ClientToDaemon hello;
   hello.mutable_hello();
   ASSERT_TRUE(net::send_message(fd.get(), hello, deadline()).ok());
   proto::DaemonToClient reply;
-  ASSERT_TRUE(net::receive_message(fd.get(), reply, deadline()).ok());
+  ASSERT_TRUE(reader.receive(reply, deadline()).ok());
   ASSERT_TRUE(reply.has_hello());
   proto::ClientToDaemon submit;
   proto::SubmitOp& op = *submit.mutable_submit();
@@ -65,7 +66,7 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
     }
   });
   ASSERT_TRUE(net::send_message(fd.get(), submit, deadline()).ok());
-  ASSERT_TRUE(net::receive_message(fd.get(), reply, deadline()).ok());
+  ASSERT_TRUE(reader.receive(reply, deadline()).ok());
   peer.join();
   ASSERT_TRUE(reply.has_result());
   const Status status = from_proto(reply.result().status());
@@ -84,7 +85,7 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
                  ClientError);
   });
   ASSERT_TRUE(net::send_message(fd.get(), submit, deadline()).ok());
-  ASSERT_TRUE(net::receive_message(fd.get(), reply, deadline()).ok());
+  ASSERT_TRUE(reader.receive(reply, deadline()).ok());
   second_peer.join();
   EXPECT_NE(reply.result().status().message().find("unknown collective, dtype or reduce op"),
             std::string::npos)
