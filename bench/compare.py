@@ -165,7 +165,7 @@ def available(program):
 
 
 def measure(setups, options):
-    """results[setup][system][bytes] = list of (time_us, wrong), one per repetition."""
+    """results[setup][system][bytes] = list of (time_us, wrong, algorithm), one per repetition."""
     results = {setup.name: {} for setup in setups}
     notes = []
     systems = [(name, run_rows) for name, program, run_rows in SYSTEMS if available(program)]
@@ -190,7 +190,8 @@ def measure(setups, options):
                     os.remove(json_path)
                 per_size = results[setup.name].setdefault(name, {})
                 for row in rows:
-                    per_size.setdefault(row["bytes"], []).append((row["time_us"], row["wrong"]))
+                    per_size.setdefault(row["bytes"], []).append(
+                        (row["time_us"], row["wrong"], row.get("algorithm", "")))
     return results, notes
 
 
@@ -286,7 +287,8 @@ def report(setups, results, notes, found, options, command):
         sizes = sorted({b for per_size in systems.values() for b in per_size})
         names = list(systems)
         lines += [f"## {setup.name}", "", f"![busbw]({options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg)", "",
-                  "| size | " + " | ".join(f"{n} µs (busbw)" for n in names) + " | gradsync / best peer (time) |",
+                  "| size | " + " | ".join(f"{n} µs (busbw)" + (" algorithm" if n == "gradsync" else "") for n in names)
+                  + " | gradsync / best peer (time) |",
                   "|---:|" + "---:|" * len(names) + "---:|"]
         series = {n: [] for n in names}
         for size in sizes:
@@ -296,11 +298,15 @@ def report(setups, results, notes, found, options, command):
                 if not samples:
                     cells.append("–")
                     continue
-                median = statistics.median(t for t, _ in samples)
-                wrong = sum(w for _, w in samples)
+                median = statistics.median(t for t, _, _ in samples)
+                wrong = sum(w for _, w, _ in samples)
+                # What gradsync's planner chose, so a reader can tell a slow size's algorithm.
+                chosen = sorted({a.removeprefix("auto:") for _, _, a in samples if a.startswith("auto:")})
                 medians[name] = median
                 series[name].append((size, busbw(size, median, setup.ranks)))
-                cells.append(f"{median:.1f} ({busbw(size, median, setup.ranks):.3f})" + (f" **{wrong} wrong**" if wrong else ""))
+                cells.append(f"{median:.1f} ({busbw(size, median, setup.ranks):.3f})"
+                             + (f" {'/'.join(chosen)}" if chosen else "")
+                             + (f" **{wrong} wrong**" if wrong else ""))
             peers = [t for n, t in medians.items() if n != "gradsync"]
             ratio = f"{medians['gradsync'] / min(peers):.2f}" if "gradsync" in medians and peers else "–"
             lines.append(f"| {size} | " + " | ".join(cells) + f" | {ratio} |")
