@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -78,45 +79,41 @@ TEST(MessageReader, AssemblesAMessageLargerThanOneRead) {
   EXPECT_EQ(message.submit().name(), big.submit().name());
 }
 
-TEST(MessageReader, RejectsAnOversizedPrefixBeforeReadingTheBody) {
+// What a reader makes of `bytes` written raw into a fresh socket, the writer closed after them
+// or left silently open.
+Status receive_after_raw_bytes(std::span<const std::byte> bytes, bool close_writer,
+                               Deadline deadline = soon()) {
   SocketPair pair = socket_pair();
+  EXPECT_TRUE(write_all(pair.writer.get(), bytes, soon()).ok());
+  if (close_writer) pair.writer.reset();
+  proto::ClientToDaemon message;
+  return MessageReader(pair.reader.get()).receive(message, deadline);
+}
+
+TEST(MessageReader, RejectsAnOversizedPrefixBeforeReadingTheBody) {
   const std::array<std::byte, 4> prefix = {std::byte{0xff}, std::byte{0xff}, std::byte{0xff},
                                            std::byte{0x7f}};
-  ASSERT_TRUE(write_all(pair.writer.get(), prefix, soon()).ok());
-  MessageReader reader(pair.reader.get());
-  proto::ClientToDaemon message;
-  const Status status = reader.receive(message, soon());
+  const Status status = receive_after_raw_bytes(prefix, false);
   EXPECT_EQ(status.code(), ErrorCode::protocol_error);
   EXPECT_NE(status.message().find("the limit is"), std::string::npos) << status.message();
 }
 
 TEST(MessageReader, NamesABodyThatDoesNotParse) {
-  SocketPair pair = socket_pair();
   const std::array<std::byte, 7> framed = {std::byte{3},   std::byte{0},    std::byte{0},
                                            std::byte{0},   std::byte{0xff}, std::byte{0xff},
                                            std::byte{0xff}};
-  ASSERT_TRUE(write_all(pair.writer.get(), framed, soon()).ok());
-  MessageReader reader(pair.reader.get());
-  proto::ClientToDaemon message;
-  const Status status = reader.receive(message, soon());
+  const Status status = receive_after_raw_bytes(framed, false);
   EXPECT_EQ(status.code(), ErrorCode::protocol_error);
   EXPECT_NE(status.message().find("3 bytes does not parse"), std::string::npos) << status.message();
 }
 
 TEST(MessageReader, ReportsAStreamClosedMidMessageAndASilentOne) {
-  SocketPair closed = socket_pair();
   const std::array<std::byte, 6> half = {std::byte{9}, std::byte{0},    std::byte{0},
                                          std::byte{0}, std::byte{0x0a}, std::byte{0x00}};
-  ASSERT_TRUE(write_all(closed.writer.get(), half, soon()).ok());
-  closed.writer.reset();
-  proto::ClientToDaemon message;
-  EXPECT_EQ(MessageReader(closed.reader.get()).receive(message, soon()).code(),
-            ErrorCode::peer_lost);
-
-  SocketPair silent = socket_pair();
-  const Status status = MessageReader(silent.reader.get())
-                            .receive(message, Deadline::after(std::chrono::milliseconds(50)));
-  EXPECT_EQ(status.code(), ErrorCode::deadline_exceeded);
+  EXPECT_EQ(receive_after_raw_bytes(half, true).code(), ErrorCode::peer_lost);
+  EXPECT_EQ(
+      receive_after_raw_bytes({}, false, Deadline::after(std::chrono::milliseconds(50))).code(),
+      ErrorCode::deadline_exceeded);
 }
 
 }  // namespace
