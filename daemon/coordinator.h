@@ -23,7 +23,7 @@ struct CoordinatorConfig {
   std::chrono::milliseconds heartbeat_timeout{3000};
   // How long, by the measured model, calibrating all-reduce may take once the links are probed;
   // 0: no calibration, the table comes from the α-β-γ model alone.
-  std::chrono::milliseconds calibration_budget{500};
+  std::chrono::milliseconds calibration_budget{750};
 };
 
 // Runs until the process is stopped; returns non-zero only if it cannot start.

@@ -33,8 +33,9 @@ GroupPlan plan_from_model(std::uint64_t generation, int world_size, const Networ
 
 // What to calibrate all-reduce at: 4 B, 4 KiB, 64 KiB, 1 MiB and 4 MiB, as far as the plan
 // predicts that running the contenders at each (where an op takes over 5 ms, the algorithms within
-// 1.5x of the best prediction) fits in `budget`; small sizes are repeated more often, since a single
-// descheduled rank can double their time. Nothing for a single rank.
+// 1.3x of the best prediction) fits in `budget`; small sizes are repeated more often, since a single
+// descheduled rank can double their time, and every size at least three times, since the largest
+// decides between the ring and halving-doubling beyond it. Nothing for a single rank.
 proto::CalibrationRequest calibration_request(const GroupPlan& plan,
                                               std::chrono::milliseconds budget);
 
