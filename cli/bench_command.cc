@@ -107,7 +107,9 @@ class Bench {
             if (i == 0) used = handle.algorithm();
             if (iteration < options_.warmup) continue;
             times[i].push_back(std::chrono::duration<double, std::micro>(stop - start).count());
-            if (!std::equal(expected.begin(), expected.end(), data)) ++wrong[i];
+            // memcmp: std::equal on std::byte compiles to a byte loop, which took 18% of all
+            // CPU in a 1 MiB run, stolen from ranks still inside their op.
+            if (std::memcmp(data, expected.data(), expected.size()) != 0) ++wrong[i];
           }
         } catch (const ClientError& error) {
           errors[i] = error.what();
