@@ -24,6 +24,7 @@ struct Piece {
 };
 
 struct OutSegment {
+  std::size_t round = 0;
   EncodedHeader header;
   std::vector<Piece> pieces;
   std::uint64_t total = 0;  // header + payload
@@ -31,6 +32,7 @@ struct OutSegment {
 };
 
 struct InSegment {
+  std::size_t round = 0;
   std::uint32_t index = 0;
   std::uint64_t offset = 0;  // within the message
   std::uint64_t length = 0;
@@ -41,6 +43,27 @@ struct InSegment {
 bool overlap(const Span& a, const Span& b) {
   return a.buffer == b.buffer && a.length > 0 && b.length > 0 && a.offset < b.end() &&
          b.offset < a.end();
+}
+
+bool overlap(const std::vector<Piece>& a, const std::vector<Piece>& b) {
+  for (const Piece& x : a) {
+    for (const Piece& y : b) {
+      if (x.length > 0 && y.length > 0 && x.address < y.address + y.length &&
+          y.address < x.address + x.length) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Whether a round's sends read bytes that the same round's receives change: those sends go out
+// from a snapshot taken when the round begins.
+bool sends_from_snapshot(const Round& round, const Span& span) {
+  return std::any_of(round.recvs.begin(), round.recvs.end(), [&](const Recv& recv) {
+    return std::any_of(recv.spans.begin(), recv.spans.end(),
+                       [&](const Span& target) { return overlap(span, target); });
+  });
 }
 
 // Tells one peer why this rank gave up on an op; a peer that cannot be told is dropped, since its
@@ -83,7 +106,8 @@ class OpRun {
     const std::size_t scratch_bytes = schedule_.size_of(BufferId::scratch);
     if (workspace_.scratch.size() < scratch_bytes) workspace_.scratch.resize(scratch_bytes);
     for (round_ = 0; round_ < schedule_.rounds.size(); ++round_) {
-      prepare_round(schedule_.rounds[round_]);
+      if (prepared_rounds_ == round_) prepare_round(round_);
+      while (may_start_early(prepared_rounds_)) prepare_round(prepared_rounds_);
       if (Status status = transfer(); !status.ok()) return fail(status);
       for (const LocalCopy& copy : schedule_.rounds[round_].copies) {
         std::memmove(locate(copy.to), locate(copy.from), copy.from.length);
@@ -125,12 +149,13 @@ class OpRun {
     return result;
   }
 
-  FrameHeader header_for(std::uint32_t index, std::uint64_t offset, std::uint64_t length) const {
+  FrameHeader header_for(std::size_t round, std::uint32_t index, std::uint64_t offset,
+                         std::uint64_t length) const {
     FrameHeader header;
     header.kind = FrameKind::data;
     header.generation = mesh_.generation();
     header.op_id = options_.op_id;
-    header.round = static_cast<std::uint32_t>(round_);
+    header.round = static_cast<std::uint32_t>(round);
     header.segment = index;
     header.offset = offset;
     header.length = length;
@@ -150,19 +175,31 @@ class OpRun {
     } while (offset < total);
   }
 
-  void prepare_round(const Round& round) {
+  // Later rounds' transfers are queued while this one runs (DESIGN.md §4: a rank forwards the
+  // segment it has just received and reduced while the rest of its round is still arriving),
+  // up to a round that follows local copies or sends from a snapshot: those must see the
+  // buffers as they are once the round before is over. Each segment queued early waits only
+  // for the earlier transfers that touch its own bytes (see waits_for_earlier_round).
+  bool may_start_early(std::size_t next) const {
+    if (next >= schedule_.rounds.size()) return false;
+    if (!schedule_.rounds[next - 1].copies.empty()) return false;
+    const Round& round = schedule_.rounds[next];
+    return std::none_of(round.sends.begin(), round.sends.end(), [&](const Send& send) {
+      return std::any_of(send.spans.begin(), send.spans.end(),
+                         [&](const Span& span) { return sends_from_snapshot(round, span); });
+    });
+  }
+
+  void prepare_round(std::size_t round_index) {
+    const Round& round = schedule_.rounds[round_index];
+    prepared_rounds_ = round_index + 1;
     // Sends read the buffers as they were when the round began: a send whose bytes this round
     // also reduces into (a hypercube exchange) goes out from a snapshot.
     std::size_t snapshots = 0;
     for (const Send& send : round.sends) {
       std::vector<std::byte*> bases;
       for (const Span& span : send.spans) {
-        const bool reduced_this_round =
-            std::any_of(round.recvs.begin(), round.recvs.end(), [&](const Recv& recv) {
-              return std::any_of(recv.spans.begin(), recv.spans.end(),
-                                 [&](const Span& target) { return overlap(span, target); });
-            });
-        if (reduced_this_round) {
+        if (sends_from_snapshot(round, span)) {
           if (workspace_.snapshots.size() == snapshots) workspace_.snapshots.emplace_back();
           auto& snapshot = workspace_.snapshots[snapshots++];
           snapshot.assign(locate(span), locate(span) + span.length);
@@ -171,31 +208,59 @@ class OpRun {
           bases.push_back(locate(span));
         }
       }
-      for_each_segment(send.bytes(),
-                       [&](std::uint32_t index, std::uint64_t offset, std::uint64_t length) {
-                         OutSegment segment{encode(header_for(index, offset, length)),
-                                            pieces(send.spans, offset, offset + length, bases),
-                                            kFrameHeaderBytes + length, 0};
-                         outgoing_[send.peer].push_back(std::move(segment));
-                       });
+      for_each_segment(
+          send.bytes(), [&](std::uint32_t index, std::uint64_t offset, std::uint64_t length) {
+            OutSegment segment{round_index, encode(header_for(round_index, index, offset, length)),
+                               pieces(send.spans, offset, offset + length, bases),
+                               kFrameHeaderBytes + length, 0};
+            outgoing_[send.peer].push_back(std::move(segment));
+          });
     }
     for (const Recv& recv : round.recvs) {
       std::vector<std::byte*> bases;
       for (const Span& span : recv.spans) bases.push_back(locate(span));
       for_each_segment(
           recv.bytes(), [&](std::uint32_t index, std::uint64_t offset, std::uint64_t length) {
-            incoming_[recv.peer].push_back({index, offset, length,
+            incoming_[recv.peer].push_back({round_index, index, offset, length,
                                             pieces(recv.spans, offset, offset + length, bases),
                                             recv.action});
           });
     }
   }
 
+  // Segments are queued in round order, so the current round is done once no queue starts with
+  // one of its segments.
   bool round_done() const {
     for (int peer = 0; peer < mesh_.world_size(); ++peer) {
-      if (!outgoing_[peer].empty() || !incoming_[peer].empty()) return false;
+      if (!outgoing_[peer].empty() && outgoing_[peer].front().round == round_) return false;
+      if (!incoming_[peer].empty() && incoming_[peer].front().round == round_) return false;
     }
     return true;
+  }
+
+  // Whether a segment of a round started early must wait: its bytes are still to be written by an
+  // earlier round's receive, or (for a receive) still to be read by an earlier round's send.
+  bool waits_for_earlier_round(std::size_t round, const std::vector<Piece>& bytes,
+                               bool writes) const {
+    if (round == round_) return false;
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      for (const InSegment& in : incoming_[peer]) {
+        if (in.round >= round) break;
+        if (overlap(bytes, in.pieces)) return true;
+      }
+      if (!writes) continue;
+      for (const OutSegment& out : outgoing_[peer]) {
+        if (out.round >= round) break;
+        if (overlap(bytes, out.pieces)) return true;
+      }
+    }
+    return false;
+  }
+
+  bool may_send_next(int peer) const {
+    if (outgoing_[peer].empty()) return false;
+    const OutSegment& next = outgoing_[peer].front();
+    return !waits_for_earlier_round(next.round, next.pieces, false);
   }
 
   std::string describe_op() const {
@@ -219,14 +284,21 @@ class OpRun {
       // Sends go out before the first poll: a socket that took the last write whole almost
       // always takes the next. Then whatever is already read ahead, or likely waiting, is
       // consumed (a header read ahead of its time may have become current with this round).
-      for (int peer = 0; peer < mesh_.world_size(); ++peer) {
-        if (peer == mesh_.rank()) continue;
-        if (mesh_.peer(peer).may_write) {
-          if (Status status = write_to(peer); !status.ok()) return status;
+      // A segment finished with one peer may free a segment of an early round for another, whose
+      // frame may already sit in its read-ahead buffer, where poll cannot see it: so the pass
+      // repeats until it finishes nothing.
+      std::uint64_t finished_before = 0;
+      do {
+        finished_before = finished_segments_;
+        for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+          if (peer == mesh_.rank()) continue;
+          if (mesh_.peer(peer).may_write) {
+            if (Status status = write_to(peer); !status.ok()) return status;
+          }
+          if (Status status = read_from(peer); !status.ok()) return status;
         }
-        if (Status status = read_from(peer); !status.ok()) return status;
-      }
-      if (round_done()) return {};
+        if (round_done()) return {};
+      } while (finished_segments_ != finished_before && prepared_rounds_ > round_ + 1);
       polls.clear();
       poll_ranks.clear();
       for (int peer = 0; peer < mesh_.world_size(); ++peer) {
@@ -236,8 +308,8 @@ class OpRun {
           return Status(ErrorCode::peer_lost,
                         "lost rank " + std::to_string(peer) + ": " + stream.lost_reason);
         }
-        short events = outgoing_[peer].empty() ? 0 : POLLOUT;
-        if (!deferred(stream)) events |= POLLIN;
+        short events = may_send_next(peer) ? POLLOUT : 0;
+        if (!deferred(peer)) events |= POLLIN;
         polls.push_back({stream.socket.get(), events, 0});
         poll_ranks.push_back(peer);
       }
@@ -260,7 +332,7 @@ class OpRun {
           stream.may_write = true;
           if (Status status = write_to(peer); !status.ok()) return status;
         }
-        if ((polls[i].revents & (POLLHUP | POLLERR)) && deferred(stream)) {
+        if ((polls[i].revents & (POLLHUP | POLLERR)) && deferred(peer)) {
           return lose(peer, "connection closed");
         }
         if (polls[i].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -289,7 +361,7 @@ class OpRun {
 
   Status write_to(int peer) {
     PeerStream& stream = mesh_.peer(peer);
-    while (!outgoing_[peer].empty()) {
+    while (may_send_next(peer)) {
       OutSegment& segment = outgoing_[peer].front();
       iovec parts[8];
       int count = 0;
@@ -326,17 +398,23 @@ class OpRun {
         return {};
       }
       outgoing_[peer].pop_front();
+      ++finished_segments_;
     }
     return {};
   }
 
-  // A frame of a later round or op stays unread until this rank gets there.
-  bool deferred(const PeerStream& stream) const {
+  // A frame of a later op, or of a round this rank has not started, stays unread until this rank
+  // gets there; so does one of a round started early whose bytes are not free yet.
+  bool deferred(int peer) const {
+    const PeerStream& stream = mesh_.peer(peer);
     if (!stream.header) return false;
     const FrameHeader& header = *stream.header;
-    return header.op_id > options_.op_id ||
-           (header.op_id == options_.op_id && header.kind == FrameKind::data &&
-            header.round > round_);
+    if (header.op_id != options_.op_id) return header.op_id > options_.op_id;
+    if (header.kind != FrameKind::data || header.round <= round_) return false;
+    if (header.round >= prepared_rounds_ || incoming_[peer].empty()) return true;
+    const InSegment& expected = incoming_[peer].front();
+    return expected.round != header.round ||
+           waits_for_earlier_round(expected.round, expected.pieces, true);
   }
 
   // Gives up to `wanted` bytes of the stream: first what was read ahead, then, if the socket may
@@ -414,7 +492,7 @@ class OpRun {
         stream.header = header;
         stream.payload_done = 0;
       }
-      if (deferred(stream)) return {};
+      if (deferred(peer)) return {};
       Status status = consume_payload(peer, stream);
       if (!status.ok()) return status;
       if (stream.header) return {};  // the payload is not complete yet
@@ -442,7 +520,8 @@ class OpRun {
     } else if (header.kind == FrameKind::abort) {
       abort_text_.resize(header.length);
     } else {
-      if (header.round < round_ || incoming_[peer].empty()) {
+      if (header.round < round_ || incoming_[peer].empty() ||
+          incoming_[peer].front().round != header.round) {
         return mismatch("rank " + std::to_string(peer) + " sent data in round " +
                         std::to_string(header.round) + " that this rank does not expect");
       }
@@ -508,6 +587,7 @@ class OpRun {
       }
     }
     incoming_[peer].pop_front();
+    ++finished_segments_;
     return {};
   }
 
@@ -541,7 +621,9 @@ class OpRun {
   PeerMesh& mesh_;
   const ExecuteOptions& options_;
   const std::size_t segment_bytes_;
-  std::size_t round_ = 0;
+  std::size_t round_ = 0;            // the round whose transfers must all finish before the next
+  std::size_t prepared_rounds_ = 0;  // rounds whose segments are queued
+  std::uint64_t finished_segments_ = 0;
   OpWorkspace& workspace_;
   std::vector<std::deque<OutSegment>> outgoing_;
   std::vector<std::deque<InSegment>> incoming_;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "collective/algorithms.h"
+#include "net/socket.h"
 #include "support/tensor_values.h"
 
 namespace gradsync::engine {
@@ -144,6 +145,113 @@ TEST(Executor, BruckAlltoallMovesEveryBlock) {
                 gradsync::testing::pattern(i, r, 28));
     }
   }
+}
+
+// Rank 1 played by hand, to see which frames rank 0 sends when.
+class HandPlayedPeer {
+ public:
+  HandPlayedPeer(int fd, const ExecuteOptions& options) : fd_(fd), options_(options) {}
+
+  void send(std::uint32_t round, std::uint32_t segment, std::uint64_t offset,
+            const Bytes& payload) {
+    FrameHeader header;
+    header.generation = 1;
+    header.op_id = options_.op_id;
+    header.round = round;
+    header.segment = segment;
+    header.offset = offset;
+    header.length = payload.size();
+    header.descriptor = options_.descriptor;
+    const EncodedHeader bytes = encode(header);
+    ASSERT_TRUE(net::write_all(fd_, bytes, deadline()).ok());
+    ASSERT_TRUE(net::write_all(fd_, payload, deadline()).ok());
+  }
+
+  // The next frame rank 0 sends, which must be `segment` of `round`; returns its payload.
+  Bytes receive(std::uint32_t round, std::uint32_t segment) {
+    EncodedHeader bytes;
+    FrameHeader header;
+    const Status got = net::read_exact(fd_, bytes, deadline());
+    EXPECT_TRUE(got.ok()) << "waiting for round " << round << " segment " << segment << ": "
+                          << got.to_string();
+    if (!got.ok() || !decode(bytes, header).ok()) return {};
+    EXPECT_EQ(header.round, round);
+    EXPECT_EQ(header.segment, segment);
+    Bytes payload(header.length);
+    EXPECT_TRUE(net::read_exact(fd_, payload, deadline()).ok());
+    return payload;
+  }
+
+ private:
+  static net::Deadline deadline() { return net::Deadline::after(std::chrono::seconds(2)); }
+  int fd_;
+  const ExecuteOptions& options_;
+};
+
+// Round 0 receives two segments, round 1 sends them on: each goes out as soon as it is in, not
+// once the whole round is (DESIGN.md §4).
+TEST(Executor, ASegmentIsForwardedBeforeItsRoundEnds) {
+  auto meshes = connected_meshes(2);
+  const std::uint64_t segment = 4096;
+  const OpShape shape{Collective::allreduce, 2, 2 * segment / 4, 4};
+  Schedule schedule = empty_schedule(shape, Algorithm::ring, 0);
+  const Span whole{BufferId::data, 0, 2 * segment};
+  schedule.add_round().recv_copy(1, whole);
+  schedule.add_round().send(1, whole);
+  const ExecuteOptions options =
+      options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, segment);
+  Bytes data(2 * segment);
+  Status status;
+  std::thread rank0([&] {
+    status = execute(schedule, {data.data(), nullptr}, meshes[0], options);
+  });
+  HandPlayedPeer rank1(meshes[1].peer(0).socket.get(), options);
+  const Bytes first = gradsync::testing::pattern(1, 0, segment);
+  const Bytes second = gradsync::testing::pattern(1, 1, segment);
+  rank1.send(0, 0, 0, first);
+  EXPECT_EQ(rank1.receive(1, 0), first);  // while the second segment of round 0 is outstanding
+  rank1.send(0, 1, segment, second);
+  EXPECT_EQ(rank1.receive(1, 1), second);
+  rank0.join();
+  EXPECT_TRUE(status.ok()) << status.to_string();
+}
+
+// Round 0 sends a tensor larger than the socket holds, round 1 receives into the same bytes, and
+// the peer sends round 1 at once: those frames must wait until round 0's bytes are all out.
+TEST(Executor, AnEarlyReceiveWaitsUntilItsBytesAreSent) {
+  auto meshes = connected_meshes(2);
+  const std::uint64_t bytes = 8 << 20, segment = 64 << 10;
+  const OpShape shape{Collective::allreduce, 2, bytes / 4, 4};
+  Schedule schedule = empty_schedule(shape, Algorithm::ring, 0);
+  const Span whole{BufferId::data, 0, bytes};
+  schedule.add_round().send(1, whole);
+  schedule.add_round().recv_copy(1, whole);
+  const ExecuteOptions options =
+      options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, segment);
+  const Bytes original = gradsync::testing::pattern(0, 0, bytes);
+  const Bytes replacement = gradsync::testing::pattern(1, 1, bytes);
+  Bytes data = original;
+  Status status;
+  std::thread rank0([&] {
+    status = execute(schedule, {data.data(), nullptr}, meshes[0], options);
+  });
+  HandPlayedPeer rank1(meshes[1].peer(0).socket.get(), options);
+  std::thread writer([&] {
+    for (std::uint64_t offset = 0; offset < bytes; offset += segment) {
+      rank1.send(1, static_cast<std::uint32_t>(offset / segment), offset,
+                 Bytes(replacement.begin() + offset, replacement.begin() + offset + segment));
+    }
+  });
+  Bytes sent;
+  for (std::uint64_t offset = 0; offset < bytes; offset += segment) {
+    const Bytes payload = rank1.receive(0, static_cast<std::uint32_t>(offset / segment));
+    sent.insert(sent.end(), payload.begin(), payload.end());
+  }
+  writer.join();
+  rank0.join();
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  EXPECT_TRUE(sent == original) << "round 1 overwrote bytes that round 0 had not sent yet";
+  EXPECT_TRUE(data == replacement);
 }
 
 TEST(Executor, AMismatchedCountFailsEveryRankNamingBothSides) {
