@@ -69,7 +69,8 @@ void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
   }
   if (!plan.calibration.empty()) {
     std::printf(
-        "\ncalibration: real all-reduce ops (the slowest rank's best time, us) beside the model's "
+        "\ncalibration: real all-reduce ops (median of the slowest rank's time, us) beside the "
+        "model's "
         "latency and transfer terms\n");
     std::printf("%14s  %17s  %12s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured", "latency",
                 "transfer", "ratio");

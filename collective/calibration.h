@@ -19,7 +19,7 @@ namespace gradsync {
 struct CalibrationSample {
   Algorithm algorithm = Algorithm::ring;
   std::uint64_t bytes = 0;          // per rank, f32
-  double measured_us = 0;           // the slowest rank's best time
+  double measured_us = 0;           // median over repetitions of the slowest rank's time
   double modelled_latency_us = 0;   // the model's latency terms for the same op
   double modelled_transfer_us = 0;  // the model's transfer terms
   double modelled_us() const { return modelled_latency_us + modelled_transfer_us; }

@@ -1,5 +1,5 @@
 // Runs the coordinator's calibration request on this rank (DESIGN.md §5): the requested all-reduce
-// algorithms at every requested size, a few times each, timed; the best time of each goes back.
+// algorithms at every requested size, a few times each, timed; every repetition's time goes back.
 #pragma once
 
 #include "collective/status.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -130,7 +131,7 @@ proto::CalibrationRequest calibration_request(const GroupPlan& plan,
     const int repetitions =
         static_cast<int>(std::clamp(kTargetUsPerSize / std::max(once_us, 1.0),
                                     double{kMinRepetitions}, double{kMaxRepetitions}));
-    spent_us += repetitions * once_us;
+    spent_us += (repetitions + 1) * once_us;  // and the untimed op before them
     if (spent_us > budget_us) break;
     size.set_repetitions(repetitions);
     *request.add_sizes() = size;
@@ -148,42 +149,57 @@ Status check_calibration_report(const proto::CalibrationReport& report,
     return bad("it is rank " + std::to_string(report.rank()) + "'s of generation " +
                std::to_string(report.generation()));
   }
-  // Exactly the requested (algorithm, size) pairs, each once.
-  std::map<std::pair<int, std::uint64_t>, int> expected;
+  // Exactly the requested (algorithm, size) pairs, each once, with a time per repetition.
+  std::map<std::pair<int, std::uint64_t>, int> repetitions;
   for (const proto::CalibrationRequest::Size& size : request.sizes()) {
-    for (const int algorithm : size.algorithms()) ++expected[{algorithm, size.bytes()}];
+    for (const int algorithm : size.algorithms()) {
+      repetitions[{algorithm, size.bytes()}] = size.repetitions();
+    }
   }
+  std::set<std::pair<int, std::uint64_t>> seen;
   for (const proto::CalibrationSample& sample : report.samples()) {
-    const auto found = expected.find({sample.algorithm(), sample.bytes()});
-    if (found == expected.end() || found->second == 0) {
+    const std::pair<int, std::uint64_t> key{sample.algorithm(), sample.bytes()};
+    const auto found = repetitions.find(key);
+    if (found == repetitions.end() || !seen.insert(key).second) {
       return bad("a sample of algorithm " + std::to_string(sample.algorithm()) + " at " +
                  std::to_string(sample.bytes()) + " bytes that was not asked for");
     }
-    if (!(usable(sample.measured_us()) && sample.measured_us() > 0)) {
-      return bad("a sample whose time is not a number > 0");
+    if (sample.repetition_us_size() != found->second) {
+      return bad("a sample with " + std::to_string(sample.repetition_us_size()) +
+                 " repetitions, not " + std::to_string(found->second));
     }
-    --found->second;
+    for (const double time_us : sample.repetition_us()) {
+      if (!(usable(time_us) && time_us > 0)) return bad("a sample whose time is not a number > 0");
+    }
   }
-  if (report.samples_size() != static_cast<int>(expected.size())) {
+  if (report.samples_size() != static_cast<int>(repetitions.size())) {
     return bad("it has " + std::to_string(report.samples_size()) + " samples, not " +
-               std::to_string(expected.size()));
+               std::to_string(repetitions.size()));
   }
   return {};
 }
 
+// An op lasts until its slowest rank is done, and a benchmark row is the median over its
+// iterations of that: the same statistic here, so that the planner compares what users see.
 void add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport>& reports) {
-  std::map<std::pair<Algorithm, std::uint64_t>, double> slowest;
+  std::map<std::pair<Algorithm, std::uint64_t>, std::vector<double>> slowest;
   plan.calibration_ms = 0;
   for (const proto::CalibrationReport& report : reports) {
     plan.calibration_ms = std::max(plan.calibration_ms, report.calibration_ms());
     for (const proto::CalibrationSample& sample : report.samples()) {
-      double& time = slowest[{*from_proto(sample.algorithm()), sample.bytes()}];
-      time = std::max(time, sample.measured_us());
+      std::vector<double>& times = slowest[{*from_proto(sample.algorithm()), sample.bytes()}];
+      times.resize(std::max<std::size_t>(times.size(), sample.repetition_us_size()));
+      for (int i = 0; i < sample.repetition_us_size(); ++i) {
+        times[i] = std::max(times[i], sample.repetition_us(i));
+      }
     }
   }
   plan.calibration.clear();
-  for (const auto& [key, measured_us] : slowest) {
+  for (auto& [key, times] : slowest) {
     const auto& [algorithm, bytes] = key;
+    if (times.empty()) continue;
+    std::sort(times.begin(), times.end());
+    const double measured_us = times[times.size() / 2];
     const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
     const CostEstimate modelled = estimate_cost(shape, algorithm, plan.network);
     plan.calibration.push_back(

@@ -24,7 +24,8 @@ Status check_probe_report(const proto::ProbeReport& report, std::uint64_t genera
 
 // `reports[r]` is rank r's, each checked. Both ends of a link time the same round trips and the
 // same exchange: a link's β is the mean of its two ends', its α the smaller (the larger end was
-// descheduled while it measured), in both directions; γ is the slowest rank's. The plan's table is built from the network alone, until add_calibration().
+// descheduled while it measured), in both directions; γ is the slowest rank's. The plan's table is
+// built from the network alone, until add_calibration().
 GroupPlan plan_from_reports(std::uint64_t generation,
                             const std::vector<proto::ProbeReport>& reports);
 
@@ -33,9 +34,9 @@ GroupPlan plan_from_model(std::uint64_t generation, int world_size, const Networ
 
 // What to calibrate all-reduce at: 4 B, 4 KiB, 64 KiB, 1 MiB and 4 MiB, as far as the plan
 // predicts that running the contenders at each (where an op takes over 5 ms, the algorithms within
-// 1.3x of the best prediction) fits in `budget`; small sizes are repeated more often, since a single
-// descheduled rank can double their time, and every size at least three times, since the largest
-// decides between the ring and halving-doubling beyond it. Nothing for a single rank.
+// 1.3x of the best prediction) fits in `budget`; small sizes are repeated more often, since a
+// single descheduled rank can double their time, and every size at least three times, since the
+// largest decides between the ring and halving-doubling beyond it. Nothing for a single rank.
 proto::CalibrationRequest calibration_request(const GroupPlan& plan,
                                               std::chrono::milliseconds budget);
 
@@ -44,8 +45,9 @@ proto::CalibrationRequest calibration_request(const GroupPlan& plan,
 Status check_calibration_report(const proto::CalibrationReport& report,
                                 const proto::CalibrationRequest& request, int rank);
 
-// Takes the slowest rank's best time per (algorithm, size) from the checked `reports`, puts it
-// beside the model's time, and rebuilds the plan's table from the calibrated predictions.
+// Takes per (algorithm, size) the median over repetitions of the slowest rank's time from the
+// checked `reports`, puts it beside the model's time, and rebuilds the plan's table from the
+// calibrated predictions.
 void add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport>& reports);
 
 }  // namespace gradsync::daemon
