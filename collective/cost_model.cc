@@ -94,6 +94,8 @@ std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunct
   for (Algorithm algorithm : algorithms_for(shape.collective)) {
     CostEstimate estimate;
     estimate.time_us = cost(shape, algorithm);
+    // Bytes do not depend on the network: any model counts them.
+    estimate.max_bytes_sent = estimate_cost(shape, algorithm, NetworkModel{}).max_bytes_sent;
     candidates.push_back({algorithm, estimate});
   }
   return candidates;
@@ -103,10 +105,14 @@ Algorithm cheapest(const std::vector<Candidate>& candidates) {
   GRADSYNC_CHECK(!candidates.empty());
   double best = candidates.front().cost.time_us;
   for (const Candidate& candidate : candidates) best = std::min(best, candidate.cost.time_us);
+  const Candidate* chosen = nullptr;
   for (const Candidate& candidate : candidates) {
-    if (candidate.cost.time_us <= best * (1 + kTieTolerance)) return candidate.algorithm;
+    if (!(candidate.cost.time_us <= best * (1 + kTieTolerance))) continue;
+    if (chosen == nullptr || candidate.cost.max_bytes_sent < chosen->cost.max_bytes_sent) {
+      chosen = &candidate;
+    }
   }
-  return candidates.front().algorithm;  // only for NaN times
+  return chosen != nullptr ? chosen->algorithm : candidates.front().algorithm;  // NaN times
 }
 
 Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network) {

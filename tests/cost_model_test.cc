@@ -100,6 +100,33 @@ TEST(CostModel, ChoosesTheHypercubeForShortVectorsAndABandwidthOptimalOneForLong
             Algorithm::direct);
 }
 
+// Calibrated times that cannot tell the tree from the ring (4 MiB, p = 4: within 5%) leave the
+// choice to the bytes: the tree's root sends two whole vectors, a ring rank 1.5. Between the ring
+// and halving-doubling, which send the same, the earlier in the list wins.
+TEST(CostModel, ATieGoesToTheFewestBytesFromTheBusiestRank) {
+  const OpShape shape = allreduce_of(4 << 20, 4);
+  const auto times = [](double tree, double hypercube, double ring, double halving_doubling) {
+    return [=](const OpShape&, Algorithm algorithm) {
+      switch (algorithm) {
+        case Algorithm::tree:
+          return tree;
+        case Algorithm::hypercube:
+          return hypercube;
+        case Algorithm::ring:
+          return ring;
+        default:
+          return halving_doubling;
+      }
+    };
+  };
+  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7200, 7300))), Algorithm::ring);
+  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7400, 7300))),
+            Algorithm::halving_doubling);
+  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7300, 7300))), Algorithm::ring);
+  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7400, 7400))), Algorithm::tree)
+      << "beyond the tolerance the time decides";
+}
+
 TEST(CostModel, ASingleRankCostsNothing) {
   for (Algorithm algorithm : algorithms_for(Collective::allreduce)) {
     EXPECT_EQ(estimate_cost(allreduce_of(4000, 1), algorithm, kSeedNetwork).time_us, 0.0);
