@@ -279,17 +279,19 @@ def report(setups, results, notes, found, options, command):
              f"per size; time = median over iterations of the slowest rank, then the median over "
              f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(p−1)/p.", ""]
     if found:
-        lines += ["## Measured limits", ""] + [f"- {name}: {value:.3f} GB/s" for name, value in found.items()] + [""]
+        lines += ["## Measured limits", ""] + [f"- {name}: {value:.4f} GB/s" for name, value in found.items()] + [""]
     for setup in setups:
         systems = results[setup.name]
         if not systems:
             continue
         sizes = sorted({b for per_size in systems.values() for b in per_size})
         names = list(systems)
+        # The LAN targets are against what one TCP stream gets over the same link.
+        goodput = found.get(f"iperf3 over the emulated LAN ({setup.lan_rate})") if setup.lan_rate else None
         lines += [f"## {setup.name}", "", f"![busbw]({options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg)", "",
                   "| size | " + " | ".join(f"{n} µs (busbw)" + (" algorithm" if n == "gradsync" else "") for n in names)
-                  + " | gradsync / best peer (time) |",
-                  "|---:|" + "---:|" * len(names) + "---:|"]
+                  + " | gradsync / best peer (time) |" + (" gradsync busbw / iperf3 |" if goodput else ""),
+                  "|---:|" + "---:|" * len(names) + "---:|" + ("---:|" if goodput else "")]
         series = {n: [] for n in names}
         for size in sizes:
             cells, medians = [], {}
@@ -304,12 +306,16 @@ def report(setups, results, notes, found, options, command):
                 chosen = sorted({a.removeprefix("auto:") for _, _, a in samples if a.startswith("auto:")})
                 medians[name] = median
                 series[name].append((size, busbw(size, median, setup.ranks)))
-                cells.append(f"{median:.1f} ({busbw(size, median, setup.ranks):.3f})"
+                cells.append(f"{median:.1f} ({busbw(size, median, setup.ranks):.4f})"
                              + (f" {'/'.join(chosen)}" if chosen else "")
                              + (f" **{wrong} wrong**" if wrong else ""))
             peers = [t for n, t in medians.items() if n != "gradsync"]
             ratio = f"{medians['gradsync'] / min(peers):.2f}" if "gradsync" in medians and peers else "–"
-            lines.append(f"| {size} | " + " | ".join(cells) + f" | {ratio} |")
+            row = f"| {size} | " + " | ".join(cells) + f" | {ratio} |"
+            if goodput:
+                row += (f" {busbw(size, medians['gradsync'], setup.ranks) / goodput:.3f} |"
+                        if "gradsync" in medians else " – |")
+            lines.append(row)
         lines.append("")
         plot = svg_plot(setup, series)
         path = os.path.join(ROOT, f"{options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg")
