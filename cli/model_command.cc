@@ -53,7 +53,7 @@ int run_model(const ModelOptions& options) {
       [&network](const OpShape& shape, Algorithm algorithm) {
         return estimate_cost(shape, algorithm, network).time_us;
       },
-      *sizes, size);
+      network, *sizes, size);
   if (options.json) {
     std::cout << prediction_json(rows).dump(2) << "\n";
   } else {

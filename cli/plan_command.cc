@@ -169,7 +169,7 @@ int run_plan(const PlanOptions& options) {
       [&plan](const OpShape& shape, Algorithm algorithm) {
         return predicted_us(plan, shape, algorithm);
       },
-      sizes, 4);
+      plan.network, sizes, 4);
   for (PredictionRow& row : rows) row.chosen = plan.table.lookup(Collective::allreduce, row.bytes);
   if (options.json) {
     std::cout << plan_json(plan, rows).dump(2) << "\n";

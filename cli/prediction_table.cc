@@ -16,12 +16,13 @@ double rounded(double us) { return std::round(us * 10.0) / 10.0; }
 }  // namespace
 
 std::vector<PredictionRow> predict_allreduce(int ranks, const CostFunction& cost,
+                                             const NetworkModel& network,
                                              const std::vector<std::uint64_t>& sizes,
                                              std::size_t element_size) {
   std::vector<PredictionRow> rows;
   for (std::uint64_t bytes : sizes) {
     const OpShape shape{Collective::allreduce, ranks, bytes / element_size, element_size};
-    std::vector<Candidate> candidates = estimate_candidates(shape, cost);
+    std::vector<Candidate> candidates = estimate_candidates(shape, cost, network);
     const Algorithm chosen = cheapest(candidates);
     rows.push_back({bytes, std::move(candidates), chosen});
   }

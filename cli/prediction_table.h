@@ -18,7 +18,9 @@ struct PredictionRow {
 };
 
 // Sizes must be whole numbers of elements of `element_size` bytes.
+// `network` breaks ties as cheapest() says.
 std::vector<PredictionRow> predict_allreduce(int ranks, const CostFunction& cost,
+                                             const NetworkModel& network,
                                              const std::vector<std::uint64_t>& sizes,
                                              std::size_t element_size);
 

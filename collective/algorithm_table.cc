@@ -5,12 +5,16 @@
 namespace gradsync {
 
 AlgorithmTable AlgorithmTable::build(int world_size, const NetworkModel& network) {
-  return build(world_size, [&network](const OpShape& shape, Algorithm algorithm) {
-    return estimate_cost(shape, algorithm, network).time_us;
-  });
+  return build(
+      world_size,
+      [&network](const OpShape& shape, Algorithm algorithm) {
+        return estimate_cost(shape, algorithm, network).time_us;
+      },
+      network);
 }
 
-AlgorithmTable AlgorithmTable::build(int world_size, const CostFunction& cost) {
+AlgorithmTable AlgorithmTable::build(int world_size, const CostFunction& cost,
+                                     const NetworkModel& network) {
   std::vector<Threshold> thresholds;
   for (Collective collective : kAllCollectives) {
     const bool sized = collective != Collective::barrier;
@@ -20,7 +24,7 @@ AlgorithmTable AlgorithmTable::build(int world_size, const CostFunction& cost) {
                                       ? std::max<std::uint64_t>(bytes / 4 / world_size, 1)
                                       : bytes / 4;
       const OpShape shape{collective, world_size, sized ? count : 0, 4};
-      const Algorithm chosen = cheapest(estimate_candidates(shape, cost));
+      const Algorithm chosen = cheapest(estimate_candidates(shape, cost, network));
       if (thresholds.empty() || thresholds.back().collective != collective ||
           thresholds.back().algorithm != chosen) {
         thresholds.push_back(

@@ -25,8 +25,9 @@ class AlgorithmTable {
   explicit AlgorithmTable(std::vector<Threshold> thresholds) : thresholds_(std::move(thresholds)) {}
 
   // Evaluates every candidate at 4 B, 8 B, … 1 GiB of f32 and keeps the points where the choice
-  // changes; the choice is cheapest()'s (within 5%, the fewest bytes from the busiest rank).
-  static AlgorithmTable build(int world_size, const CostFunction& cost);
+  // changes; the choice is cheapest()'s (within 5%, `network`'s model decides).
+  static AlgorithmTable build(int world_size, const CostFunction& cost,
+                              const NetworkModel& network);
   static AlgorithmTable build(int world_size, const NetworkModel& network);
 
   Algorithm lookup(Collective collective, std::uint64_t bytes) const;

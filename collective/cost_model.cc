@@ -84,19 +84,19 @@ CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const Netw
 std::vector<Candidate> estimate_candidates(const OpShape& shape, const NetworkModel& network) {
   std::vector<Candidate> candidates;
   for (Algorithm algorithm : algorithms_for(shape.collective)) {
-    candidates.push_back({algorithm, estimate_cost(shape, algorithm, network)});
+    const CostEstimate estimate = estimate_cost(shape, algorithm, network);
+    candidates.push_back({algorithm, estimate, estimate.time_us});
   }
   return candidates;
 }
 
-std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost) {
+std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost,
+                                           const NetworkModel& network) {
   std::vector<Candidate> candidates;
   for (Algorithm algorithm : algorithms_for(shape.collective)) {
     CostEstimate estimate;
     estimate.time_us = cost(shape, algorithm);
-    // Bytes do not depend on the network: any model counts them.
-    estimate.max_bytes_sent = estimate_cost(shape, algorithm, NetworkModel{}).max_bytes_sent;
-    candidates.push_back({algorithm, estimate});
+    candidates.push_back({algorithm, estimate, estimate_cost(shape, algorithm, network).time_us});
   }
   return candidates;
 }
@@ -105,14 +105,19 @@ Algorithm cheapest(const std::vector<Candidate>& candidates) {
   GRADSYNC_CHECK(!candidates.empty());
   double best = candidates.front().cost.time_us;
   for (const Candidate& candidate : candidates) best = std::min(best, candidate.cost.time_us);
-  const Candidate* chosen = nullptr;
+  const auto tied = [best](const Candidate& candidate) {
+    return candidate.cost.time_us <= best * (1 + kTieTolerance);
+  };
+  double best_modelled = INFINITY;
   for (const Candidate& candidate : candidates) {
-    if (!(candidate.cost.time_us <= best * (1 + kTieTolerance))) continue;
-    if (chosen == nullptr || candidate.cost.max_bytes_sent < chosen->cost.max_bytes_sent) {
-      chosen = &candidate;
+    if (tied(candidate)) best_modelled = std::min(best_modelled, candidate.modelled_us);
+  }
+  for (const Candidate& candidate : candidates) {
+    if (tied(candidate) && candidate.modelled_us <= best_modelled * (1 + kTieTolerance)) {
+      return candidate.algorithm;
     }
   }
-  return chosen != nullptr ? chosen->algorithm : candidates.front().algorithm;  // NaN times
+  return candidates.front().algorithm;  // only for NaN times
 }
 
 Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network) {

@@ -58,6 +58,7 @@ CostEstimate estimate_cost(const OpShape& shape, Algorithm algorithm, const Netw
 struct Candidate {
   Algorithm algorithm;
   CostEstimate cost;
+  double modelled_us = 0;  // the α-β-γ model's time alone, which breaks ties
 };
 
 // Every algorithm that can run the op, with its estimate, in the order of algorithms_for().
@@ -66,20 +67,24 @@ std::vector<Candidate> estimate_candidates(const OpShape& shape, const NetworkMo
 // The predicted time of an op of `shape` run with `algorithm` (the model's, or a plan's).
 using CostFunction = std::function<double(const OpShape& shape, Algorithm algorithm)>;
 
-// Every algorithm that can run the op, with `cost`'s time (only), in the order of algorithms_for().
-std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost);
+// Every algorithm that can run the op, with `cost`'s time (only) and `network`'s model time, in
+// the order of algorithms_for().
+std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost,
+                                           const NetworkModel& network);
 
 // Predictions closer than this are a tie: calibration measures with about this much noise, and
 // on both test networks (loopback, the emulated 1 Gbit/s LAN) the earlier algorithm of such a
 // pair (the ring before halving-doubling at 16-64 MiB) was never the slower one by more.
 inline constexpr double kTieTolerance = 0.05;
 
-// Of the candidates within kTieTolerance of the least estimated time, the one whose busiest rank
-// sends the fewest bytes, the first of those in the order of algorithms_for(). Where measurements
-// cannot tell two algorithms apart, the one that loads no link more than it must degrades least
-// when the network, not the CPU, sets the pace: on loopback, where both cores are the limit, a
-// pipelined tree (rank 0 sends log₂p whole vectors) ran within 5-10% of the ring at 4-64 MiB,
-// while on the emulated LAN it ran 1.4x slower at 16 MiB.
+// Of the candidates within kTieTolerance of the least estimated time, the one the model alone
+// prefers; where the model's times too are within kTieTolerance, the first in the order of
+// algorithms_for(). Calibration measures what the model cannot see but cannot separate close
+// candidates; the model still knows rounds and bytes. On loopback, where both cores are the
+// limit, a pipelined tree (its root sends log₂p whole vectors) ran within 5-10% of the ring at
+// 4-64 MiB, and on the emulated LAN 1.4x slower at 16 MiB; at 4 B halving-doubling (4 rounds)
+// calibrated level with the hypercube (2) and ran 20% slower. The ring and halving-doubling move
+// the same bytes, and their model times differ by a few latencies: at large sizes that is a tie.
 Algorithm cheapest(const std::vector<Candidate>& candidates);
 
 Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network);

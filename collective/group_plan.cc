@@ -13,9 +13,12 @@ double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algor
 }
 
 AlgorithmTable build_table(const GroupPlan& plan) {
-  return AlgorithmTable::build(plan.world_size, [&plan](const OpShape& shape, Algorithm algorithm) {
-    return predicted_us(plan, shape, algorithm);
-  });
+  return AlgorithmTable::build(
+      plan.world_size,
+      [&plan](const OpShape& shape, Algorithm algorithm) {
+        return predicted_us(plan, shape, algorithm);
+      },
+      plan.network);
 }
 
 std::string describe(const GroupPlan& plan) {

@@ -100,11 +100,12 @@ TEST(CostModel, ChoosesTheHypercubeForShortVectorsAndABandwidthOptimalOneForLong
             Algorithm::direct);
 }
 
-// Calibrated times that cannot tell the tree from the ring (4 MiB, p = 4: within 5%) leave the
-// choice to the bytes: the tree's root sends two whole vectors, a ring rank 1.5. Between the ring
-// and halving-doubling, which send the same, the earlier in the list wins.
-TEST(CostModel, ATieGoesToTheFewestBytesFromTheBusiestRank) {
-  const OpShape shape = allreduce_of(4 << 20, 4);
+// Calibrated times within 5% of each other leave the choice to the model. At 4 MiB (p = 4, a
+// LAN-like α and β) it puts the tree's 4 whole vectors far behind, and the ring and
+// halving-doubling level (the earlier wins); at 4 B it prefers the hypercube's 2 rounds to the
+// tree's and halving-doubling's 4.
+TEST(CostModel, ATieInCalibratedTimesGoesToTheModelsChoice) {
+  const NetworkModel lan = NetworkModel::uniform(50.0, 0.008);
   const auto times = [](double tree, double hypercube, double ring, double halving_doubling) {
     return [=](const OpShape&, Algorithm algorithm) {
       switch (algorithm) {
@@ -119,12 +120,15 @@ TEST(CostModel, ATieGoesToTheFewestBytesFromTheBusiestRank) {
       }
     };
   };
-  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7200, 7300))), Algorithm::ring);
-  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7400, 7300))),
-            Algorithm::halving_doubling);
-  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7300, 7300))), Algorithm::ring);
-  EXPECT_EQ(cheapest(estimate_candidates(shape, times(7000, 9000, 7400, 7400))), Algorithm::tree)
+  const auto choice = [&](std::uint64_t bytes, const CostFunction& cost) {
+    return cheapest(estimate_candidates(allreduce_of(bytes, 4), cost, lan));
+  };
+  EXPECT_EQ(choice(4 << 20, times(7000, 9000, 7200, 7300)), Algorithm::ring);
+  EXPECT_EQ(choice(4 << 20, times(7000, 9000, 7400, 7300)), Algorithm::halving_doubling);
+  EXPECT_EQ(choice(4 << 20, times(7000, 9000, 7300, 7200)), Algorithm::ring);
+  EXPECT_EQ(choice(4 << 20, times(7000, 9000, 7400, 7400)), Algorithm::tree)
       << "beyond the tolerance the time decides";
+  EXPECT_EQ(choice(4, times(100, 100, 120, 100)), Algorithm::hypercube);
 }
 
 TEST(CostModel, ASingleRankCostsNothing) {
