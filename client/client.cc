@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "client/gradsync_client.h"
 #include "collective/partition.h"
 #include "collective/schedule.h"
+#include "net/cpu_affinity.h"
 #include "net/message_stream.h"
 #include "net/shared_memory.h"
 #include "net/socket.h"
@@ -82,10 +84,12 @@ class ClientConnection {
     }
     rank_ = reply.hello().rank();
     world_size_ = reply.hello().world_size();
+    daemon_cpus_.assign(reply.hello().cpus().begin(), reply.hello().cpus().end());
   }
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  const std::vector<int>& daemon_cpus() const { return daemon_cpus_; }
 
   std::shared_ptr<OpState> submit(const Submission& submission, const OpOptions& options) {
     std::lock_guard lock(mutex_);
@@ -251,6 +255,7 @@ class ClientConnection {
   net::MessageReader reader_;
   int rank_ = 0;
   int world_size_ = 1;
+  std::vector<int> daemon_cpus_;
   std::mutex mutex_;
   std::uint64_t next_request_id_ = 1;
   std::uint64_t next_region_id_ = 1;
@@ -308,6 +313,16 @@ Client::~Client() = default;
 
 int Client::rank() const { return connection_->rank(); }
 int Client::world_size() const { return connection_->world_size(); }
+const std::vector<int>& Client::daemon_cpus() const { return connection_->daemon_cpus(); }
+
+bool Client::bind_thread_beside_daemon() {
+  const std::vector<int> allowed = net::allowed_cpus();
+  std::vector<int> beside;
+  std::set_intersection(allowed.begin(), allowed.end(), daemon_cpus().begin(), daemon_cpus().end(),
+                        std::back_inserter(beside));
+  if (beside.empty() || beside == allowed) return false;
+  return net::bind_thread_to_cpus(beside).ok();
+}
 GroupPlan Client::plan(std::chrono::milliseconds timeout) {
   return connection_->plan(net::Deadline::after(timeout));
 }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "collective/group_plan.h"
 #include "collective/status.h"
@@ -97,6 +98,13 @@ class Client {
 
   int rank() const;
   int world_size() const;
+  // The CPUs the daemon runs on: all the machine's, unless it was started with --cpus.
+  const std::vector<int>& daemon_cpus() const;
+  // Binds the calling thread to the daemon's CPUs where that narrows where it may run, so that
+  // the thread that submits and waits shares the daemon's caches and wakes where it sleeps.
+  // Returns false, changing nothing, where it would not narrow (the daemon is not bound) or where
+  // this thread may not use those CPUs.
+  bool bind_thread_beside_daemon();
   // The group's plan, the same on every rank: the network as the workers measured it and the
   // algorithm table built from it (what auto picks for each collective and size).
   GroupPlan plan(std::chrono::milliseconds timeout = std::chrono::seconds(10));

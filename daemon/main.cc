@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "collective/group_plan.h"
 #include "daemon/coordinator.h"
 #include "daemon/worker.h"
+#include "net/cpu_affinity.h"
 
 namespace {
 
@@ -41,6 +43,13 @@ gradsync::net::HostPort parse_address(const std::string& flag, const std::string
     throw CLI::ValidationError(flag, status.message());
   }
   return address;
+}
+
+void bind_to_cpus(const std::string& flag, const std::string& text) {
+  std::vector<int> cpus;
+  Status status = gradsync::net::parse_cpu_list(text, cpus);
+  if (status.ok()) status = gradsync::net::bind_thread_to_cpus(cpus);
+  if (!status.ok()) throw CLI::ValidationError(flag, status.message());
 }
 
 }  // namespace
@@ -106,6 +115,7 @@ int main(int argc, char** argv) {
   std::size_t segment_bytes = 1 << 20;
   int join_timeout_ms = 60'000;
   int spin_us = 0;
+  std::string cpus;
   CLI::App* worker = app.add_subcommand("worker", "Run collectives for local clients");
   worker->add_option("--coordinator", coordinator_address, "The coordinator's HOST:PORT")
       ->envname("GRADSYNC_COORDINATOR")
@@ -134,6 +144,11 @@ int main(int argc, char** argv) {
   worker->add_option("--spin-us", spin_us, "Busy-poll this long before blocking on the network")
       ->envname("GRADSYNC_SPIN_US")
       ->check(CLI::Range(0, 100'000));
+  worker
+      ->add_option("--cpus", cpus,
+                   "Run only on these CPUs, as taskset lists them (e.g. 0 or 0-3,6; default: "
+                   "any); local clients can bind beside them")
+      ->envname("GRADSYNC_CPUS");
   worker->add_option("--join-timeout-ms", join_timeout_ms, "Give up if the group has not formed")
       ->envname("GRADSYNC_JOIN_TIMEOUT_MS")
       ->check(CLI::Range(100, 3'600'000));
@@ -172,12 +187,15 @@ int main(int argc, char** argv) {
     config.segment_bytes = segment_bytes;
     config.join_timeout = std::chrono::milliseconds(join_timeout_ms);
     config.spin = std::chrono::microseconds(spin_us);
+    // Before any thread starts, so that every thread of the worker inherits the binding.
+    if (!cpus.empty()) bind_to_cpus("--cpus", cpus);
     spdlog::set_pattern("[%H:%M:%S.%e] [worker " + socket_path + "] [%l] %v");
     spdlog::info(
         "coordinator={} listen={} advertise={} socket={} rank={} algorithm={} "
-        "segment_bytes={} spin_us={} join_timeout_ms={}",
+        "segment_bytes={} spin_us={} cpus={} join_timeout_ms={}",
         coordinator_address, listen, advertise.empty() ? "(auto)" : advertise, socket_path, rank,
-        algorithm, segment_bytes, spin_us, join_timeout_ms);
+        algorithm, segment_bytes, spin_us,
+        gradsync::net::format_cpu_list(gradsync::net::allowed_cpus()), join_timeout_ms);
     if (dry_run) return 0;
     stop_on_signals(socket_path);
     return gradsync::daemon::run_worker(config);

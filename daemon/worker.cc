@@ -12,6 +12,7 @@
 #include "daemon/link_prober.h"
 #include "engine/abort_signal.h"
 #include "engine/executor.h"
+#include "net/cpu_affinity.h"
 #include "net/message_stream.h"
 #include "proto/convert.h"
 
@@ -77,6 +78,7 @@ class Worker {
     hello.set_rank(plan.rank);
     hello.set_world_size(plan.world_size);
     hello.set_generation(plan.generation);
+    for (const int cpu : net::allowed_cpus()) hello.add_cpus(cpu);
     ClientServer server(std::move(client_listener), hello, plan_message,
                         [this, &mesh](const PendingOp& op) { run_op(op, mesh); });
     spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);

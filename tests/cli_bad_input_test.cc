@@ -58,6 +58,12 @@ INSTANTIATE_TEST_SUITE_P(
                    "--alpha-us requires --beta-us-per-byte", true},
         BadCommand{"coordinator --listen 127.0.0.1:0 --world-size 2 --calibration-ms -1",
                    "--calibration-ms: Value -1 not in range 0 to 60000", true},
+        BadCommand{"--dry-run worker --coordinator 127.0.0.1:1 --listen 127.0.0.1:0 --socket "
+                   "/tmp/s --cpus 2-1",
+                   "--cpus: '2-1' in CPU list '2-1' is not a CPU number", true},
+        BadCommand{"--dry-run worker --coordinator 127.0.0.1:1 --listen 127.0.0.1:0 --socket "
+                   "/tmp/s --cpus 0,1023",
+                   "--cpus: CPU 1023 is not one this process may use", true},
         BadCommand{"--dry-run", "A subcommand is required", true}));
 
 }  // namespace
