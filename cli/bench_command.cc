@@ -73,6 +73,9 @@ class Bench {
     for (int i = 0; i < local; ++i) {
       threads.emplace_back([&, i] {
         Client& client = clients_[i];
+        // Beside a daemon bound with --cpus (gradsync local binds them), this thread's wake-ups
+        // land on the core the daemon just wrote the result from.
+        client.bind_thread_beside_daemon();
         const std::vector<std::byte> pristine = pattern(client.rank(), count);
         // Shared memory unless --copy: what a training framework that allocates its gradient
         // buckets with Client::allocate gets.

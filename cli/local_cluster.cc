@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "client/gradsync_client.h"
+#include "net/cpu_affinity.h"
 
 namespace gradsync::cli {
 
@@ -62,6 +63,7 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   std::string address = read_all(ready);
   address.erase(address.find_last_not_of("\n") + 1);
   result->coordinator_address_ = address;
+  const std::vector<int> cpus = net::allowed_cpus();
   for (int rank = 0; rank < options.workers; ++rank) {
     const std::string socket = result->directory_ + "/rank" + std::to_string(rank) + ".sock";
     std::vector<std::string> argv = {
@@ -72,6 +74,11 @@ Status LocalCluster::start(const LocalClusterOptions& options,
       argv.insert(argv.end(), {"--spin-us", std::to_string(options.spin_us)});
     if (options.segment_bytes > 0) {
       argv.insert(argv.end(), {"--segment-bytes", std::to_string(options.segment_bytes)});
+    }
+    // More workers than cores is the usual case here; bound, a worker that sleeps and wakes on
+    // every message keeps its caches instead of waking on whichever core is idle.
+    if (options.bind_cpus && !cpus.empty()) {
+      argv.insert(argv.end(), {"--cpus", std::to_string(cpus[rank % cpus.size()])});
     }
     result->workers_.push_back(ChildProcess::start(argv, log("rank" + std::to_string(rank))));
     result->sockets_.push_back(socket);

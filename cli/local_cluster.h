@@ -14,11 +14,12 @@ namespace gradsync::cli {
 
 struct LocalClusterOptions {
   int workers = 1;
-  std::string algorithm;                       // empty: auto
-  std::size_t segment_bytes = 0;               // 0: the daemon's default
-  int spin_us = -1;                            // -1: the daemon's default
-  std::string daemon_path;                     // empty: gradsyncd beside this executable
-  bool verbose = false;                        // daemons log to this terminal instead of to files
+  std::string algorithm;          // empty: auto
+  std::size_t segment_bytes = 0;  // 0: the daemon's default
+  int spin_us = -1;               // -1: the daemon's default
+  bool bind_cpus = true;          // worker r runs on CPU r mod n of the n this process may use
+  std::string daemon_path;        // empty: gradsyncd beside this executable
+  bool verbose = false;           // daemons log to this terminal instead of to files
   std::vector<std::string> coordinator_flags;  // more flags for the coordinator
 };
 

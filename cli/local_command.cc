@@ -76,6 +76,9 @@ void add_local_command(CLI::App& app, std::function<int()>& action) {
       ->add_option("--spin-us", options->cluster.spin_us,
                    "Busy-poll this long before blocking (the workers' default if not given)")
       ->check(CLI::Range(0, 100'000));
+  command->add_flag("!--no-bind-cpus", options->cluster.bind_cpus,
+                    "Let the workers run on any CPU (default: worker r on CPU r mod the number of "
+                    "CPUs, its bench thread beside it)");
   command->add_flag("--verbose", options->cluster.verbose, "Show the daemons' logs");
   command->add_option("command", options->command, "CMD ARGS... (after --)");
   command->positionals_at_end();

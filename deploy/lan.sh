@@ -7,7 +7,8 @@
 #       create the LAN (default 4 hosts, 1gbit); --slow shapes host H's link at R2 instead
 #   deploy/lan.sh down                            remove every namespace this script made
 #   deploy/lan.sh run  [--hosts N] [--rate R] [--slow H:R2] -- CMD ARGS...
-#       create the LAN, start a coordinator on host 0 and one worker per host, run CMD on every
+#       create the LAN, start a coordinator on host 0 and one worker per host (host i's bound
+#       to CPU i mod the CPU count, as gradsync local binds its workers), run CMD on every
 #       host at once (with GRADSYNC_SOCKETS set to that host's worker, GRADSYNC_RANK to its rank),
 #       print host 0's output, tear everything down (also on failure or Ctrl-C); exits with the
 #       first non-zero status of CMD.
@@ -32,7 +33,7 @@ work=""
 daemons=()
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -84,6 +85,13 @@ up() {
   done
 }
 
+# The CPUs this script may use, one per line ("0-2,5" in /proc/self/status is 0 1 2 5).
+allowed_cpus() {
+  local list part
+  list=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+  for part in ${list//,/ }; do seq "${part%-*}" "${part#*-}"; done
+}
+
 # Stops the daemons this run started (by PID), then removes the LAN and the scratch folder.
 cleanup() {
   local pid
@@ -102,10 +110,12 @@ run() {
   ip netns exec "$(host_ns 0)" "$bin/gradsyncd" coordinator --listen "$subnet.1:$port" \
     --world-size "$hosts" >"$work/coordinator.log" 2>&1 &
   daemons+=($!)
-  local i
+  local i cpus
+  mapfile -t cpus < <(allowed_cpus)
   for ((i = 0; i < hosts; i++)); do
     ip netns exec "$(host_ns "$i")" "$bin/gradsyncd" worker --coordinator "$subnet.1:$port" \
       --listen "$subnet.$((i + 1)):0" --socket "$work/rank$i.sock" --rank "$i" \
+      --cpus "${cpus[$((i % ${#cpus[@]}))]}" \
       >"$work/rank$i.log" 2>&1 &
     daemons+=($!)
   done
