@@ -25,6 +25,7 @@ BIN = os.path.join(ROOT, "build", "bin")
 LAN = os.path.join(ROOT, "deploy", "lan.sh")
 TORCH = os.path.join(ROOT, "bench", "peers", "torch_allreduce.py")
 NETNS_RSH = os.path.join(ROOT, "bench", "peers", "netns_rsh.sh")
+BIND_RANK = os.path.join(ROOT, "bench", "peers", "bind_rank.sh")
 SUBNET = "10.77.0"
 SYSTEM_TIMEOUT = [300]  # seconds one system may take for one sweep (--timeout)
 
@@ -42,13 +43,22 @@ def run(argv, env=None, timeout=3600):
     return result.stdout
 
 
+def cpu_of_rank(rank):
+    """Every system's rank r runs on CPU r mod the CPU count, as gradsync local and deploy/lan.sh
+    bind gradsync's workers: binding alone is worth up to 1.5x at small sizes here, for Open MPI as
+    for gradsync, so a comparison binds all or none."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[rank % len(cpus)]
+
+
 def spawn_ranks(argv_of_rank, env_of_rank, netns_of_rank=None, timeout=None):
-    """Starts one process per rank and waits for all, at most `timeout` seconds (--timeout);
-    raises if any fails or the time runs out, killing every rank first."""
+    """Starts one process per rank, bound to cpu_of_rank, and waits for all, at most `timeout`
+    seconds (--timeout); raises if any fails or the time runs out, killing every rank first."""
     timeout = timeout or SYSTEM_TIMEOUT[0]
     processes = []
     for rank, argv in enumerate(argv_of_rank):
         prefix = ["ip", "netns", "exec", netns_of_rank(rank)] if netns_of_rank else []
+        prefix += ["taskset", "-c", str(cpu_of_rank(rank))]
         processes.append(subprocess.Popen(prefix + argv, env={**os.environ, **env_of_rank(rank)},
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True))
@@ -92,9 +102,10 @@ def gradsync_rows(setup, options, json_path):
 
 
 def mpi_rows(setup, options, json_path):
+    rank_cpus = ",".join(str(cpu_of_rank(rank)) for rank in range(setup.ranks))
     mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(setup.ranks),
-              "--mca", "btl", "tcp,self"]
-    program = [os.path.join(BIN, "mpi_allreduce"), "--json", json_path] + sweep_flags(options)
+              "--mca", "btl", "tcp,self", "--bind-to", "none", "-x", f"GRADSYNC_RANK_CPUS={rank_cpus}"]
+    program = [BIND_RANK, os.path.join(BIN, "mpi_allreduce"), "--json", json_path] + sweep_flags(options)
     if not setup.lan_rate:
         run(mpirun + ["--mca", "btl_tcp_if_include", "lo"] + program)
         return
@@ -277,7 +288,10 @@ def report(setups, results, notes, found, options, command):
              f"Linux {platform.release()}",
              f"- f32 sum in place; {options.iters} timed iterations after {options.warmup} warm-up "
              f"per size; time = median over iterations of the slowest rank, then the median over "
-             f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(p−1)/p.", ""]
+             f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(p−1)/p.",
+             "- every system's rank r runs on CPU r mod the CPU count (gradsync's workers by "
+             "gradsync local and deploy/lan.sh, their bench threads beside them; the peers' ranks "
+             "by taskset).", ""]
     if found:
         lines += ["## Measured limits", ""] + [f"- {name}: {value:.4f} GB/s" for name, value in found.items()] + [""]
     for setup in setups:
