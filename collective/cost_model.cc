@@ -92,11 +92,14 @@ std::vector<Candidate> estimate_candidates(const OpShape& shape, const NetworkMo
 
 std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost,
                                            const NetworkModel& network) {
+  const NetworkModel tie_breaker =
+      NetworkModel::uniform(network.alpha_us, network.beta_us_per_byte, network.gamma_us_per_byte);
   std::vector<Candidate> candidates;
   for (Algorithm algorithm : algorithms_for(shape.collective)) {
     CostEstimate estimate;
     estimate.time_us = cost(shape, algorithm);
-    candidates.push_back({algorithm, estimate, estimate_cost(shape, algorithm, network).time_us});
+    candidates.push_back(
+        {algorithm, estimate, estimate_cost(shape, algorithm, tie_breaker).time_us});
   }
   return candidates;
 }
