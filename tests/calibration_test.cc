@@ -116,6 +116,38 @@ TEST(GroupPlan, PredictionsWithinFivePercentAreATieForTheEarlierAlgorithm) {
             Algorithm::halving_doubling);
 }
 
+TEST(GroupPlan, TiesAreBrokenByTheSlowestLinkNotByLinksProbedOneAtATime) {
+  // Loopback p = 4 on two CPUs: the pairs 0-2 and 1-3 share a CPU and probe faster, alone, than
+  // the pairs that cross; under a real op every link is as busy as the slowest.
+  constexpr int p = 4;
+  const LinkCost crossing{31.0, 1.0 / 3000};
+  const LinkCost same_cpu{12.8, 1.0 / 4500};
+  GroupPlan plan;
+  plan.world_size = p;
+  plan.network = NetworkModel::uniform(crossing.alpha_us, crossing.beta_us_per_byte);
+  plan.network.world_size = p;
+  for (int from = 0; from < p; ++from) {
+    for (int to = 0; to < p; ++to) {
+      plan.network.links.push_back(from % 2 == to % 2 ? same_cpu : crossing);
+    }
+  }
+  const std::uint64_t bytes = 4ull << 20;
+  const OpShape shape{Collective::allreduce, p, bytes / 4, 4};
+  const CostEstimate ring = estimate_cost(shape, Algorithm::ring, plan.network);
+  const CostEstimate halving = estimate_cost(shape, Algorithm::halving_doubling, plan.network);
+  ASSERT_LT(halving.time_us, ring.time_us * 0.9)
+      << "the per-link model favours halving-doubling, whose large exchange shares a CPU";
+  // Calibration measured both as the slowest link's model has the ring: a tie.
+  const double measured =
+      estimate_cost(shape, Algorithm::ring,
+                    NetworkModel::uniform(crossing.alpha_us, crossing.beta_us_per_byte))
+          .time_us;
+  plan.calibration = {
+      {Algorithm::ring, bytes, measured, ring.latency_us, ring.transfer_us},
+      {Algorithm::halving_doubling, bytes, measured, halving.latency_us, halving.transfer_us}};
+  EXPECT_EQ(build_table(plan).lookup(Collective::allreduce, bytes), Algorithm::ring);
+}
+
 TEST(CostModel, SplitsItsTimeIntoLatencyAndTransfer) {
   const NetworkModel network = NetworkModel::uniform(10.0, 0.001, 0.0005);
   for (std::uint64_t count : {0ull, 1000ull, 1ull << 20}) {
