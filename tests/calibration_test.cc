@@ -122,9 +122,10 @@ TEST(GroupPlan, TiesAreBrokenByTheSlowestLinkNotByLinksProbedOneAtATime) {
   constexpr int p = 4;
   const LinkCost crossing{31.0, 1.0 / 3000};
   const LinkCost same_cpu{12.8, 1.0 / 4500};
+  const NetworkModel slowest = NetworkModel::uniform(crossing.alpha_us, crossing.beta_us_per_byte);
   GroupPlan plan;
   plan.world_size = p;
-  plan.network = NetworkModel::uniform(crossing.alpha_us, crossing.beta_us_per_byte);
+  plan.network = slowest;
   plan.network.world_size = p;
   for (int from = 0; from < p; ++from) {
     for (int to = 0; to < p; ++to) {
@@ -138,10 +139,7 @@ TEST(GroupPlan, TiesAreBrokenByTheSlowestLinkNotByLinksProbedOneAtATime) {
   ASSERT_LT(halving.time_us, ring.time_us * 0.9)
       << "the per-link model favours halving-doubling, whose large exchange shares a CPU";
   // Calibration measured both as the slowest link's model has the ring: a tie.
-  const double measured =
-      estimate_cost(shape, Algorithm::ring,
-                    NetworkModel::uniform(crossing.alpha_us, crossing.beta_us_per_byte))
-          .time_us;
+  const double measured = estimate_cost(shape, Algorithm::ring, slowest).time_us;
   plan.calibration = {
       {Algorithm::ring, bytes, measured, ring.latency_us, ring.transfer_us},
       {Algorithm::halving_doubling, bytes, measured, halving.latency_us, halving.transfer_us}};
