@@ -90,7 +90,8 @@ class Setup:
 
 def sweep_flags(options):
     return ["--min-bytes", "4", "--max-bytes", options.max_bytes, "--step-factor",
-            str(options.step_factor), "--iters", str(options.iters), "--warmup", str(options.warmup)]
+            str(options.step_factor), "--iters", str(options.iters), "--small-iters",
+            str(options.small_iters), "--warmup", str(options.warmup)]
 
 
 def gradsync_rows(setup, options, json_path):
@@ -286,8 +287,8 @@ def report(setups, results, notes, found, options, command):
              f"- {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
              f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
              f"Linux {platform.release()}",
-             f"- f32 sum in place; {options.iters} timed iterations after {options.warmup} warm-up "
-             f"per size; time = median over iterations of the slowest rank, then the median over "
+             f"- f32 sum in place; {options.iters} timed iterations per size ({options.small_iters} "
+             f"up to 64 KiB, whose short ops give a noisy median over few) after {options.warmup} warm-up; time = median over iterations of the slowest rank, then the median over "
              f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(p−1)/p.",
              "- every system's rank r runs on CPU r mod the CPU count (gradsync's workers by "
              "gradsync local and deploy/lan.sh, their bench threads beside them; the peers' ranks "
@@ -355,7 +356,7 @@ def main():
     options = parser.parse_args()
     SYSTEM_TIMEOUT[0] = options.timeout
     options.max_bytes, options.step_factor = ("1MiB", 64) if options.quick else ("64MiB", 4)
-    options.iters, options.warmup = (3, 1) if options.quick else (10, 3)
+    options.iters, options.small_iters, options.warmup = (3, 3, 1) if options.quick else (10, 100, 3)
     if options.repetitions is None:
         options.repetitions = 1 if options.quick else 3
     if options.lan and os.geteuid() != 0:

@@ -35,6 +35,7 @@ struct BenchOptions {
   std::string max_bytes = "64MiB";
   double step_factor = 4;
   int iters = 20;
+  int small_iters = 0;  // 0: as many as iters
   int warmup = 5;
   std::string json_path;
   // Given (both or neither): the predicted column uses them instead of the group's measured plan.
@@ -57,7 +58,7 @@ class Bench {
         type_(type),
         op_(op) {}
 
-  // One row: every rank runs warmup + iters ops; time is the median over iterations of the
+  // One row: every rank runs warmup + timed ops; time is the median over iterations of the
   // slowest rank's time.
   BenchRow measure(std::uint64_t bytes, std::optional<Algorithm> algorithm) {
     const std::size_t size = element_size(type_);
@@ -69,6 +70,7 @@ class Bench {
     std::vector<std::string> errors(local);
     std::vector<std::byte> expected = reference(count, p);
     Algorithm used = algorithm.value_or(Algorithm::ring);
+    const int timed = timed_iterations(bytes, options_.iters, options_.small_iters);
     std::vector<std::thread> threads;
     for (int i = 0; i < local; ++i) {
       threads.emplace_back([&, i] {
@@ -98,7 +100,7 @@ class Bench {
         op_options.op = op_;
         op_options.algorithm = algorithm;
         try {
-          for (int iteration = 0; iteration < options_.warmup + options_.iters; ++iteration) {
+          for (int iteration = 0; iteration < options_.warmup + timed; ++iteration) {
             std::copy(pristine.begin(), pristine.end(), data);
             // Every rank starts the timed op together: a row times the op, not the ranks (or
             // the other ranks' copies and checks) arriving at different times.
@@ -134,6 +136,7 @@ class Bench {
                  algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used)),
                  median(slowest), p);
     row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, size}, used);
+    row.iterations = static_cast<int>(slowest.size());
     for (int w : wrong) row.wrong += w;
     return row;
   }
@@ -206,7 +209,7 @@ class Bench {
   ReduceOp op_;
 };
 
-int run_bench(const BenchOptions& options) {
+int run_bench(BenchOptions options) {
   const std::vector<std::string> sockets = socket_paths(options.sockets, "--sockets");
   std::string error;
   const auto min_bytes = parse_size(options.min_bytes);
@@ -218,6 +221,7 @@ int run_bench(const BenchOptions& options) {
     throw CLI::ValidationError("--max-bytes",
                                "'" + options.max_bytes + "' is not a size >= --min-bytes");
   }
+  if (options.small_iters == 0) options.small_iters = options.iters;
   std::vector<std::optional<Algorithm>> algorithms;
   if (options.algorithm == "all" || options.algorithm == "auto") algorithms.push_back(std::nullopt);
   if (options.algorithm == "all") {
@@ -270,8 +274,8 @@ int run_bench(const BenchOptions& options) {
                                              : "the group's measured model, calibrated",
                   plan.network.alpha_us, plan.network.beta_us_per_byte,
                   plan.network.gamma_us_per_byte);
-    const BenchSetup setup{"gradsync bench", world_size,     options.dtype, options.op,
-                           options.iters,    options.warmup, model};
+    const BenchSetup setup{"gradsync bench", world_size,          options.dtype,  options.op,
+                           options.iters,    options.small_iters, options.warmup, model};
     print_bench_table(setup, rows);
     if (!options.json_path.empty()) write_bench_json(options.json_path, setup, rows);
   }
@@ -302,6 +306,10 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   command->add_option("--step-factor", options->step_factor, "Size multiplier between rows")
       ->check(CLI::Range(1.01, 1024.0));
   command->add_option("--iters", options->iters, "Timed iterations per row")
+      ->check(CLI::Range(1, 100000));
+  command
+      ->add_option("--small-iters", options->small_iters,
+                   "Timed iterations per row of at most 64 KiB (default: --iters)")
       ->check(CLI::Range(1, 100000));
   command->add_option("--warmup", options->warmup, "Untimed iterations per row")
       ->check(CLI::Range(0, 100000));

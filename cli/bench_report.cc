@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace gradsync::cli {
 
@@ -19,12 +20,21 @@ BenchRow make_row(std::uint64_t bytes, std::uint64_t count, std::string algorith
   return row;
 }
 
+int timed_iterations(std::uint64_t bytes, int iters, int small_iters) {
+  return bytes <= kSmallRowMaxBytes ? small_iters : iters;
+}
+
 void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& rows) {
+  std::string iterations = std::to_string(setup.iters) + " iterations";
+  if (setup.small_iters != setup.iters) {
+    iterations += " (" + std::to_string(setup.small_iters) + " up to " +
+                  std::to_string(kSmallRowMaxBytes >> 10) + " KiB)";
+  }
   std::printf(
-      "# %s: allreduce, %d ranks, %s %s, %d iterations after %d warm-up; time is the "
-      "median of the slowest rank\n",
-      setup.system.c_str(), setup.world_size, setup.dtype.c_str(), setup.op.c_str(), setup.iters,
-      setup.warmup);
+      "# %s: allreduce, %d ranks, %s %s, %s after %d warm-up; time is the median of the "
+      "slowest rank\n",
+      setup.system.c_str(), setup.world_size, setup.dtype.c_str(), setup.op.c_str(),
+      iterations.c_str(), setup.warmup);
   if (!setup.note.empty()) std::printf("# %s\n", setup.note.c_str());
   std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s\n", "size(B)", "count", "type",
               "redop", "algorithm", "time(us)", "algbw", "busbw", "predicted", "#wrong");
@@ -43,11 +53,19 @@ void write_bench_json(const std::string& path, const BenchSetup& setup,
                       const std::vector<BenchRow>& rows) {
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const BenchRow& row : rows) {
-    nlohmann::ordered_json entry = {
-        {"system", setup.system},  {"collective", "allreduce"},  {"ranks", setup.world_size},
-        {"bytes", row.bytes},      {"count", row.count},         {"dtype", setup.dtype},
-        {"op", setup.op},          {"algorithm", row.algorithm}, {"time_us", row.time_us},
-        {"algbw_gbps", row.algbw}, {"busbw_gbps", row.busbw},    {"wrong", row.wrong}};
+    nlohmann::ordered_json entry = {{"system", setup.system},
+                                    {"collective", "allreduce"},
+                                    {"ranks", setup.world_size},
+                                    {"bytes", row.bytes},
+                                    {"count", row.count},
+                                    {"dtype", setup.dtype},
+                                    {"op", setup.op},
+                                    {"algorithm", row.algorithm},
+                                    {"time_us", row.time_us},
+                                    {"algbw_gbps", row.algbw},
+                                    {"busbw_gbps", row.busbw},
+                                    {"wrong", row.wrong},
+                                    {"iterations", row.iterations}};
     if (row.predicted_us >= 0) entry["predicted_us"] = row.predicted_us;
     entries.push_back(std::move(entry));
   }

@@ -17,6 +17,7 @@ struct BenchRow {
   double busbw = 0;          // GB/s: algbw · 2(p − 1)/p
   double predicted_us = -1;  // negative: no model
   int wrong = 0;             // results that differ from the exact reference
+  int iterations = 0;        // timed samples behind time_us
 };
 
 struct BenchSetup {
@@ -25,9 +26,18 @@ struct BenchSetup {
   std::string dtype = "f32";
   std::string op = "sum";
   int iters = 0;
+  int small_iters = 0;  // for rows of at most kSmallRowMaxBytes
   int warmup = 0;
   std::string note;  // one more header line, if any
 };
+
+// Rows up to this size take their own (larger) number of timed iterations: such an op lasts
+// tens of microseconds, and the median of ten of them moves with every hiccup of a shared machine
+// (rows near a ratio of 1 flipped between runs), while ten ops of 64 MiB already take seconds.
+inline constexpr std::uint64_t kSmallRowMaxBytes = 64 << 10;
+
+// The timed iterations of a row of `bytes`.
+int timed_iterations(std::uint64_t bytes, int iters, int small_iters);
 
 // Fills algbw and busbw from bytes, time and the world size.
 BenchRow make_row(std::uint64_t bytes, std::uint64_t count, std::string algorithm, double time_us,

@@ -37,6 +37,7 @@ INSTANTIATE_TEST_SUITE_P(
                    "--max-bytes: '4' is not a size >= --min-bytes"},
         BadCommand{"bench --sockets /tmp/x --algorithm bruck", "--algorithm: bruck not in"},
         BadCommand{"bench --sockets /tmp/x --step-factor 1", "--step-factor"},
+        BadCommand{"bench --sockets /tmp/x --small-iters 0", "--small-iters: Value 0 not in range"},
         BadCommand{"bench --sockets /tmp/x --alpha-us 5 --dry-run",
                    "--alpha-us requires --beta-us-per-byte"},
         BadCommand{"plan", "no daemon sockets: give --sockets or run under gradsync local"},

@@ -100,11 +100,13 @@ int main(int argc, char** argv) {
     auto row = gradsync::cli::make_row(count * 4, count, "gloo:" + algorithm,
                                        gradsync::cli::median(slowest), world_size);
     row.wrong = wrong_anywhere;
+    row.iterations = static_cast<int>(slowest.size());
     rows.push_back(row);
   }
   if (rank == 0) {
-    const gradsync::cli::BenchSetup setup{"Gloo allreduce", world_size,     "f32", "sum",
-                                          options.iters,    options.warmup, ""};
+    const gradsync::cli::BenchSetup setup{
+        "Gloo allreduce", world_size,          "f32",          "sum",
+        options.iters,    options.small_iters, options.warmup, ""};
     gradsync::cli::print_bench_table(setup, rows);
     if (!options.json_path.empty()) gradsync::cli::write_bench_json(options.json_path, setup, rows);
   }

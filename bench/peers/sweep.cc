@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "cli/bench_report.h"
 #include "cli/size_list.h"
 
 namespace gradsync::peers {
@@ -15,7 +16,7 @@ namespace {
 [[noreturn]] void usage(const std::string& program, const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--min-bytes N] [--max-bytes N] [--step-factor F] [--iters N] "
-               "[--warmup N] [--json FILE] [--algorithm A]\n",
+               "[--small-iters N] [--warmup N] [--json FILE] [--algorithm A]\n",
                program.c_str(), problem.c_str(), program.c_str());
   std::exit(2);
 }
@@ -57,6 +58,8 @@ SweepOptions parse_sweep(int argc, char** argv, const std::string& program) {
       options.step_factor = std::atof(value.c_str());
     } else if (flag == "--iters" && std::atoi(value.c_str()) > 0) {
       options.iters = std::atoi(value.c_str());
+    } else if (flag == "--small-iters" && std::atoi(value.c_str()) > 0) {
+      options.small_iters = std::atoi(value.c_str());
     } else if (flag == "--warmup" && std::atoi(value.c_str()) >= 0) {
       options.warmup = std::atoi(value.c_str());
     } else if (flag == "--json") {
@@ -67,6 +70,7 @@ SweepOptions parse_sweep(int argc, char** argv, const std::string& program) {
       usage(program, "bad option '" + std::string(flag) + " " + value + "'");
     }
   }
+  if (options.small_iters == 0) options.small_iters = options.iters;
   return options;
 }
 
@@ -86,8 +90,10 @@ RankTimes time_iterations(std::uint64_t count, int rank, int world_size,
   const std::vector<float> pristine = pattern(rank, count);
   const std::vector<float> expected = exact_sum(count, world_size);
   std::vector<float> data;
+  const int timed =
+      cli::timed_iterations(count * sizeof(float), options.iters, options.small_iters);
   RankTimes times;
-  for (int iteration = 0; iteration < options.warmup + options.iters; ++iteration) {
+  for (int iteration = 0; iteration < options.warmup + timed; ++iteration) {
     data = pristine;
     barrier();
     const auto start = std::chrono::steady_clock::now();

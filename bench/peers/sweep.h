@@ -14,13 +14,14 @@ struct SweepOptions {
   std::uint64_t max_bytes = 64ull << 20;
   double step_factor = 4;
   int iters = 20;
+  int small_iters = 0;  // rows of at most 64 KiB (cli::kSmallRowMaxBytes); 0: as many as iters
   int warmup = 5;
   std::string json_path;
   std::string algorithm;  // the program's own choice, where it has several
 };
 
-// --min-bytes --max-bytes --step-factor --iters --warmup --json --algorithm; exits with a
-// message on anything else.
+// --min-bytes --max-bytes --step-factor --iters --small-iters --warmup --json --algorithm; exits
+// with a message on anything else.
 SweepOptions parse_sweep(int argc, char** argv, const std::string& program);
 
 // f32 element counts of the sweep, as gradsync bench makes them.
@@ -31,7 +32,7 @@ struct RankTimes {
   int wrong = 0;           // iterations whose result was not the exact sum
 };
 
-// Runs warmup + iters in-place sums of `count` floats through `allreduce`, refilling the input
+// Runs warmup + timed in-place sums of `count` floats through `allreduce`, refilling the input
 // (element i of rank r is (r + i) mod 4) and passing `barrier` before each (so that a row times
 // the op, not the ranks arriving at different times, as gradsync bench does), and checking each
 // result.

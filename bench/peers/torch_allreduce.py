@@ -25,9 +25,13 @@ parser.add_argument("--min-bytes", type=size, default=4)
 parser.add_argument("--max-bytes", type=size, default=64 << 20)
 parser.add_argument("--step-factor", type=float, default=4)
 parser.add_argument("--iters", type=int, default=20)
+# Rows of at most 64 KiB take --small-iters timed iterations, as in cli/bench_report.h
+# (kSmallRowMaxBytes), which says why.
+parser.add_argument("--small-iters", type=int)
 parser.add_argument("--warmup", type=int, default=5)
 parser.add_argument("--json")
 options = parser.parse_args()
+small_iters = options.small_iters or options.iters
 
 rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo", init_method="file://" + os.environ["TORCH_STORE"], rank=rank,
@@ -40,7 +44,8 @@ while bytes_ <= options.max_bytes:
     pristine = ((index + rank) % 4).to(torch.float32)
     expected = sum(((index + r) % 4) for r in range(world_size)).to(torch.float32)
     times, wrong = [], 0
-    for iteration in range(options.warmup + options.iters):
+    timed = small_iters if count * 4 <= 64 << 10 else options.iters
+    for iteration in range(options.warmup + timed):
         data = pristine.clone()
         dist.barrier()  # a row times the op, not the ranks arriving at different times
         start = time.perf_counter()
@@ -55,12 +60,15 @@ while bytes_ <= options.max_bytes:
     algbw = count * 4 / median / 1e3
     rows.append({"bytes": count * 4, "count": count, "time_us": median, "algbw_gbps": algbw,
                  "busbw_gbps": algbw * 2 * (world_size - 1) / world_size,
-                 "wrong": int(slowest[-1])})
+                 "wrong": int(slowest[-1]), "iterations": timed})
     bytes_ *= options.step_factor
 
 if rank == 0:
-    print(f"# torch.distributed (gloo): allreduce, {world_size} ranks, f32 sum, {options.iters} "
-          f"iterations after {options.warmup} warm-up; time is the median of the slowest rank")
+    iterations = f"{options.iters} iterations"
+    if small_iters != options.iters:
+        iterations += f" ({small_iters} up to 64 KiB)"
+    print(f"# torch.distributed (gloo): allreduce, {world_size} ranks, f32 sum, {iterations} "
+          f"after {options.warmup} warm-up; time is the median of the slowest rank")
     print(f"{'size(B)':>12} {'count':>12} {'type':>6} {'redop':>6} {'algorithm':<24} "
           f"{'time(us)':>12} {'algbw':>8} {'busbw':>8} {'predicted':>12} {'#wrong':>7}")
     for row in rows:
