@@ -288,7 +288,8 @@ def report(setups, results, notes, found, options, command):
              f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
              f"Linux {platform.release()}",
              f"- f32 sum in place; {options.iters} timed iterations per size ({options.small_iters} "
-             f"up to 64 KiB, whose short ops give a noisy median over few) after {options.warmup} warm-up; time = median over iterations of the slowest rank, then the median over "
+             f"up to 64 KiB, whose short ops give a noisy median over few) after {options.warmup} "
+             f"warm-up; time = median over iterations of the slowest rank, then the median over "
              f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(p−1)/p.",
              "- every system's rank r runs on CPU r mod the CPU count (gradsync's workers by "
              "gradsync local and deploy/lan.sh, their bench threads beside them; the peers' ranks "
