@@ -26,6 +26,10 @@ std::string read_all(const std::string& path) {
 
 }  // namespace
 
+int spin_us_for(int workers, std::size_t cpus) {
+  return static_cast<std::size_t>(workers) <= cpus ? kSpinUsWithOwnCpu : 0;
+}
+
 std::string daemon_beside_this_executable() {
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "gradsyncd").string();
 }
@@ -70,8 +74,9 @@ Status LocalCluster::start(const LocalClusterOptions& options,
         daemon,        "worker",   "--coordinator", address,  "--listen",
         "127.0.0.1:0", "--socket", socket,          "--rank", std::to_string(rank)};
     if (!options.algorithm.empty()) argv.insert(argv.end(), {"--algorithm", options.algorithm});
-    if (options.spin_us >= 0)
-      argv.insert(argv.end(), {"--spin-us", std::to_string(options.spin_us)});
+    const int spin_us =
+        options.spin_us >= 0 ? options.spin_us : spin_us_for(options.workers, cpus.size());
+    argv.insert(argv.end(), {"--spin-us", std::to_string(spin_us)});
     if (options.segment_bytes > 0) {
       argv.insert(argv.end(), {"--segment-bytes", std::to_string(options.segment_bytes)});
     }

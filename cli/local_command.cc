@@ -74,7 +74,8 @@ void add_local_command(CLI::App& app, std::function<int()>& action) {
       ->check(CLI::Range(std::size_t{4096}, std::size_t{64} << 20));
   command
       ->add_option("--spin-us", options->cluster.spin_us,
-                   "Busy-poll this long before blocking (the workers' default if not given)")
+                   "Busy-poll this long before blocking (default: 50 while every worker can have a "
+                   "CPU of its own, else 0)")
       ->check(CLI::Range(0, 100'000));
   command->add_flag("!--no-bind-cpus", options->cluster.bind_cpus,
                     "Let the workers run on any CPU (default: worker r on CPU r mod the number of "

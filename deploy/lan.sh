@@ -110,12 +110,15 @@ run() {
   ip netns exec "$(host_ns 0)" "$bin/gradsyncd" coordinator --listen "$subnet.1:$port" \
     --world-size "$hosts" >"$work/coordinator.log" 2>&1 &
   daemons+=($!)
-  local i cpus
+  local i cpus spin_us=0
   mapfile -t cpus < <(allowed_cpus)
+  # Workers busy-poll only while each can have a CPU of its own, as gradsync local decides
+  # (cli/local_cluster.h, kSpinUsWithOwnCpu says why).
+  [ "$hosts" -gt "${#cpus[@]}" ] || spin_us=50
   for ((i = 0; i < hosts; i++)); do
     ip netns exec "$(host_ns "$i")" "$bin/gradsyncd" worker --coordinator "$subnet.1:$port" \
       --listen "$subnet.$((i + 1)):0" --socket "$work/rank$i.sock" --rank "$i" \
-      --cpus "${cpus[$((i % ${#cpus[@]}))]}" \
+      --cpus "${cpus[$((i % ${#cpus[@]}))]}" --spin-us "$spin_us" \
       >"$work/rank$i.log" 2>&1 &
     daemons+=($!)
   done
