@@ -4,7 +4,7 @@
 emulated LAN of deploy/lan.sh, and writes BENCHMARKS.md with the tables, the ratio of gradsync to
 the best peer per size, the measured limits (iperf3, memcpy) and an SVG plot per setup.
 
-    sudo bench/compare.py                 # the full run (p = 4 and 8, loopback and 1 Gbit/s LAN)
+    sudo bench/compare.py                 # the full run (p = 2, 4 and 8, loopback and 1 Gbit/s LAN)
     sudo bench/compare.py --quick         # a short sweep, one repetition, for a smoke test
 
 Needs root for the LAN, scripts/install_peers.sh for the peers, and a build (scripts/build.sh).
@@ -348,7 +348,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a short sweep, one repetition")
     parser.add_argument("--no-lan", dest="lan", action="store_false", help="loopback only")
     parser.add_argument("--rate", default="1gbit", help="the LAN's link rate")
-    parser.add_argument("--ranks", default="4,8", help="world sizes, comma-separated")
+    parser.add_argument("--ranks", default="2,4,8", help="world sizes, comma-separated")
     parser.add_argument("--repetitions", type=int, help="interleaved repetitions (default 3, quick 1)")
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds one peer may take for one sweep before it is left out")
