@@ -68,14 +68,14 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   address.erase(address.find_last_not_of("\n") + 1);
   result->coordinator_address_ = address;
   const std::vector<int> cpus = net::allowed_cpus();
+  const int spin_us =
+      options.spin_us >= 0 ? options.spin_us : spin_us_for(options.workers, cpus.size());
   for (int rank = 0; rank < options.workers; ++rank) {
     const std::string socket = result->directory_ + "/rank" + std::to_string(rank) + ".sock";
     std::vector<std::string> argv = {
         daemon,        "worker",   "--coordinator", address,  "--listen",
         "127.0.0.1:0", "--socket", socket,          "--rank", std::to_string(rank)};
     if (!options.algorithm.empty()) argv.insert(argv.end(), {"--algorithm", options.algorithm});
-    const int spin_us =
-        options.spin_us >= 0 ? options.spin_us : spin_us_for(options.workers, cpus.size());
     argv.insert(argv.end(), {"--spin-us", std::to_string(spin_us)});
     if (options.segment_bytes > 0) {
       argv.insert(argv.end(), {"--segment-bytes", std::to_string(options.segment_bytes)});
