@@ -50,7 +50,7 @@ class LocalCluster {
 // worker can have a CPU of its own, 0 once two must share one. Alone on a CPU, a worker that
 // spins answers its peer without the wake-up of a sleeping thread (p = 2 on 2 CPUs, 4 B: 21 us
 // against 64-74 us); sharing one, it spins through the time slice of the worker it waits for
-// (p = 4 on 2 CPUs, 4 B: 225-250 us at 50 us of spin against 105-115 us at 0).
+// (p = 4 on 2 CPUs, 4 B: 229-251 us at 50 us of spin against 105-115 us at 0).
 inline constexpr int kSpinUsWithOwnCpu = 50;
 int spin_us_for(int workers, std::size_t cpus);
 
