@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "support/run_command.h"
+#include "support/test_names.h"
 
 namespace gradsync {
 namespace {
@@ -65,7 +66,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCommand{"--dry-run worker --coordinator 127.0.0.1:1 --listen 127.0.0.1:0 --socket "
                    "/tmp/s --cpus 0,1023",
                    "--cpus: CPU 1023 is not one this process may use", true},
-        BadCommand{"--dry-run", "A subcommand is required", true}));
+        BadCommand{"--dry-run", "A subcommand is required", true}),
+    // The command line as typed: "gradsync_bench_sockets_tmp_x_step_factor_1".
+    [](const ::testing::TestParamInfo<BadCommand>& param_info) {
+      const BadCommand& bad = param_info.param;
+      return testing::identifier((bad.daemon ? "gradsyncd " : "gradsync ") + bad.command);
+    });
 
 }  // namespace
 }  // namespace gradsync

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/run_command.h"
+#include "support/test_names.h"
 
 namespace gradsync {
 namespace {
@@ -81,7 +82,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "--dtype: f128 not in"},
         BadInvocation{"--ranks 4 --alpha-us 1 --beta-us-per-byte 1", "--sizes is required"},
         BadInvocation{"--ranks 4 --alpha-us 1 --beta-us-per-byte 1 --sizes 4 --frobnicate",
-                      "The following argument was not expected: --frobnicate"}));
+                      "The following argument was not expected: --frobnicate"}),
+    // The flags as typed: "ranks_4_alpha_us_1_beta_us_per_byte_1_sizes_4MB".
+    [](const ::testing::TestParamInfo<BadInvocation>& param_info) {
+      return testing::identifier(param_info.param.flags);
+    });
 
 TEST(GradsyncCommand, RequiresASubcommand) {
   const auto result = run_command(GRADSYNC_CLI);

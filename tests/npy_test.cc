@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/tensor_values.h"
+#include "support/test_names.h"
 
 namespace gradsync::cli {
 namespace {
@@ -87,7 +88,19 @@ std::vector<RoundTripCase> round_trip_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryDtypeAndShape, NpyRoundTrip, ::testing::ValuesIn(round_trip_cases()));
+// The dtype, the number of dimensions and the shape: "f32_2d_7x13", "i64_0d".
+std::string round_trip_name(const ::testing::TestParamInfo<RoundTripCase>& param_info) {
+  const RoundTripCase& round_trip = param_info.param;
+  std::string result =
+      std::string(name(round_trip.type)) + "_" + std::to_string(round_trip.shape.size()) + "d";
+  for (std::size_t i = 0; i < round_trip.shape.size(); ++i) {
+    result += (i == 0 ? "_" : "x") + std::to_string(round_trip.shape[i]);
+  }
+  return result;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndShape, NpyRoundTrip, ::testing::ValuesIn(round_trip_cases()),
+                         round_trip_name);
 
 // np.save("a.npy", np.arange(3, dtype="<f4")), byte for byte.
 std::string numpy_arange3_f4() {
@@ -189,9 +202,13 @@ INSTANTIATE_TEST_SUITE_P(
                      npy_file("{'descr': '<f4', 'fortran_order': False, "
                               "'shape': (4294967296, 4294967296, 0), }"),
                      DataType::f32,
-                     {4294967296, 4294967296, 0}}));
+                     {4294967296, 4294967296, 0}}),
+    [](const ::testing::TestParamInfo<AcceptedFile>& param_info) {
+      return testing::identifier(param_info.param.description);
+    });
 
 struct RejectedFile {
+  std::string description;
   std::string bytes;
   std::string message;
 };
@@ -220,81 +237,102 @@ std::string huge_shape_on_a_small_file() {
 INSTANTIATE_TEST_SUITE_P(
     BadFiles, NpyRejects,
     ::testing::Values(
-        RejectedFile{"", "not a .npy file: it is empty"},
-        RejectedFile{"\x93NUMPZ\x01\x00"s + f4_header("(1,)"),
+        RejectedFile{"an empty file", "", "not a .npy file: it is empty"},
+        RejectedFile{"a wrong magic string", "\x93NUMPZ\x01\x00"s + f4_header("(1,)"),
                      "not a .npy file: it does not start with the magic string \\x93NUMPY"},
-        RejectedFile{"PK\x03\x04 a zip file",
+        RejectedFile{"a zip file", "PK\x03\x04 a zip file",
                      "not a .npy file: it does not start with the magic string"},
-        RejectedFile{"\x93NUM", "truncated .npy header: the file ends after 4 bytes"},
-        RejectedFile{"\x93NUMPY\x01\x00\x40"s,
+        RejectedFile{"a file shorter than the magic string", "\x93NUM",
+                     "truncated .npy header: the file ends after 4 bytes"},
+        RejectedFile{"a file that ends inside the preamble", "\x93NUMPY\x01\x00\x40"s,
                      "truncated .npy header: the file ends after 9 bytes, inside the preamble"},
-        RejectedFile{"\x93NUMPY\x02\x00\x40\x00\x00"s,
+        RejectedFile{"a version 2.0 file that ends inside the preamble",
+                     "\x93NUMPY\x02\x00\x40\x00\x00"s,
                      "truncated .npy header: the file ends after 11 bytes"},
-        RejectedFile{"\x93NUMPY\x04\x00\x10\x00{}"s,
+        RejectedFile{"format version 4.0", "\x93NUMPY\x04\x00\x10\x00{}"s,
                      "unsupported .npy format version 4.0 (supported: 1.0, 2.0, 3.0)"},
-        RejectedFile{"\x93NUMPY\x01\x01\x10\x00{}"s, "unsupported .npy format version 1.1"},
-        RejectedFile{npy_file(f4_header("(3,)")).substr(0, 60),
+        RejectedFile{"format version 1.1", "\x93NUMPY\x01\x01\x10\x00{}"s,
+                     "unsupported .npy format version 1.1"},
+        RejectedFile{"a file that ends inside the header",
+                     npy_file(f4_header("(3,)")).substr(0, 60),
                      "truncated .npy header: it claims 61 bytes, but the file has only 50 after "
                      "the preamble"},
-        RejectedFile{"\x93NUMPY\x02\x00\xff\xff\xff\xff{}"s,
+        RejectedFile{"a version 2.0 header length of 4 GiB", "\x93NUMPY\x02\x00\xff\xff\xff\xff{}"s,
                      "truncated .npy header: it claims 4294967295 bytes, but the file has only 2"},
-        RejectedFile{npy_file("[1, 2]"), "the .npy header is not a dict: [1, 2]"},
-        RejectedFile{npy_file("{'descr': '<f4', 'fortran_order': False}"),
+        RejectedFile{"a header that is a list", npy_file("[1, 2]"),
+                     "the .npy header is not a dict: [1, 2]"},
+        RejectedFile{"no shape key", npy_file("{'descr': '<f4', 'fortran_order': False}"),
                      "the .npy header has no 'shape' key: {'descr': '<f4', 'fortran_order': "
                      "False}"},
-        RejectedFile{npy_file("{'shape': (1,), 'fortran_order': False}"),
+        RejectedFile{"no descr key", npy_file("{'shape': (1,), 'fortran_order': False}"),
                      "the .npy header has no 'descr' key"},
-        RejectedFile{npy_file("{}"), "the .npy header has no 'descr' key"},
-        RejectedFile{npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), "
+        RejectedFile{"an empty dict", npy_file("{}"), "the .npy header has no 'descr' key"},
+        RejectedFile{"an unexpected key",
+                     npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), "
                               "'extra': 1}"),
                      "the .npy header has an unexpected key 'extra'"},
-        RejectedFile{npy_file("{'descr' '<f4'}"),
+        RejectedFile{"a key without a colon", npy_file("{'descr' '<f4'}"),
                      "malformed .npy header: expected ':' at byte 9 of {'descr' '<f4'}"},
-        RejectedFile{npy_file("{'descr': '<f4'"),
+        RejectedFile{"a dict that is never closed", npy_file("{'descr': '<f4'"),
                      "malformed .npy header: expected ',' or '}' at byte 19 of {'descr': '<f4'"},
-        RejectedFile{npy_file(f4_header("(1,)") + " junk"),
+        RejectedFile{"junk after the dict", npy_file(f4_header("(1,)") + " junk"),
                      "malformed .npy header: expected the end of the header after the dict"},
-        RejectedFile{npy_file("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }",
+        RejectedFile{"Fortran order",
+                     npy_file("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }",
                               std::string(4, '\0')),
                      "the array is in Fortran order ('fortran_order': True); only C order is "
                      "supported"},
-        RejectedFile{npy_file("{'descr': '<f4', 'fortran_order': 0, 'shape': (1,), }"),
+        RejectedFile{"a fortran_order that is not a bool",
+                     npy_file("{'descr': '<f4', 'fortran_order': 0, 'shape': (1,), }"),
                      "'fortran_order' is not True or False"},
-        RejectedFile{npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }",
+        RejectedFile{"big-endian data",
+                     npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }",
                               std::string(4, '\0')),
                      "dtype '>f4' is big-endian; only little-endian data is supported"},
-        RejectedFile{npy_file("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
+        RejectedFile{"a complex dtype",
+                     npy_file("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
                               std::string(8, '\0')),
                      "unsupported dtype '<c8' (supported: '<f2' '<f4' '<f8' '<i4' '<i8' '|u1')"},
-        RejectedFile{npy_file("{'descr': [('x', '<f4')], 'fortran_order': False, "
+        RejectedFile{"a structured dtype",
+                     npy_file("{'descr': [('x', '<f4')], 'fortran_order': False, "
                               "'shape': (1,), }"),
                      "structured dtypes are not supported"},
-        RejectedFile{npy_file(f4_header("(3,)"), std::string(8, '\0')),
+        RejectedFile{"less data than the shape needs",
+                     npy_file(f4_header("(3,)"), std::string(8, '\0')),
                      "truncated .npy data: shape (3,) of '<f4' needs 12 bytes, but the file has "
                      "only 8 after the header"},
-        RejectedFile{npy_file(f4_header("(3,)"), std::string(16, '\0')),
+        RejectedFile{"more data than the shape needs",
+                     npy_file(f4_header("(3,)"), std::string(16, '\0')),
                      "the .npy file is longer than its shape says: shape (3,) of '<f4' needs 12 "
                      "bytes, but the file has 16 after the header"},
-        RejectedFile{huge_shape_on_a_small_file(),
+        RejectedFile{"a huge shape on a small file", huge_shape_on_a_small_file(),
                      "truncated .npy data: shape (1000000000000000,) of '<f4' needs "
                      "4000000000000000 bytes, but the file has only 114 after the header"},
-        RejectedFile{npy_file(f4_header("(4294967296, 4294967296)")),
+        RejectedFile{"a shape of more than 2^64 bytes",
+                     npy_file(f4_header("(4294967296, 4294967296)")),
                      "needs more than 2^64 bytes, but the file has only 0 after the header"},
-        RejectedFile{npy_file(f4_header("(18446744073709551616,)")),
+        RejectedFile{"a dimension beyond 64 bits", npy_file(f4_header("(18446744073709551616,)")),
                      "'shape' has a dimension that does not fit in 64 bits"},
-        RejectedFile{npy_file(f4_header("(-1,)")), "'shape' has a negative dimension"},
-        RejectedFile{npy_file(f4_header("(3)")), "'shape' is not a tuple"},
-        RejectedFile{npy_file(f4_header("[3]")), "'shape' is not a tuple"},
-        RejectedFile{npy_file(f4_header("(3 4)")),
+        RejectedFile{"a negative dimension", npy_file(f4_header("(-1,)")),
+                     "'shape' has a negative dimension"},
+        RejectedFile{"a shape in parentheses without a comma", npy_file(f4_header("(3)")),
+                     "'shape' is not a tuple"},
+        RejectedFile{"a shape that is a list", npy_file(f4_header("[3]")),
+                     "'shape' is not a tuple"},
+        RejectedFile{"two dimensions without a comma between them", npy_file(f4_header("(3 4)")),
                      "malformed .npy header: expected ',' or ')' in 'shape'"},
-        RejectedFile{npy_file(f4_header("(" +
+        RejectedFile{"65 dimensions",
+                     npy_file(f4_header("(" +
                                         [] {
                                           std::string ones;
                                           for (int i = 0; i < 65; ++i) ones += "1,";
                                           return ones;
                                         }() +
                                         ")")),
-                     "'shape' has more than 64 dimensions"}));
+                     "'shape' has more than 64 dimensions"}),
+    [](const ::testing::TestParamInfo<RejectedFile>& param_info) {
+      return testing::identifier(param_info.param.description);
+    });
 
 TEST(Npy, RefusesToWriteBf16) {
   std::ostringstream out;
