@@ -2,95 +2,213 @@
 
 #include <spdlog/spdlog.h>
 
+#include <asio/io_context.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <ctime>
+#include <map>
+
 #include "net/message_stream.h"
 #include "net/socket.h"
+#include "proto/convert.h"
 
 namespace gradsync::daemon {
 
 namespace {
 
+using asio::local::stream_protocol;
+
 constexpr auto kReplyTimeout = std::chrono::seconds(10);
-// A client may stay silent between steps for as long as it likes; it is never waited on.
-constexpr auto kIdleWait = std::chrono::hours(24 * 365);
+
+std::string clock_time(std::chrono::system_clock::time_point when) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm local{};
+  ::localtime_r(&seconds, &local);
+  char text[16];
+  std::strftime(text, sizeof text, "%H:%M:%S", &local);
+  return text;
+}
 
 }  // namespace
 
-void ClientSession::reply(const proto::DaemonToClient& message) {
-  std::lock_guard lock(write_mutex_);
-  const Status status =
-      net::send_message(socket_.get(), message, net::Deadline::after(kReplyTimeout));
-  if (!status.ok()) spdlog::warn("cannot reply to a client: {}", status.message());
-}
+class ClientSession {
+ public:
+  explicit ClientSession(stream_protocol::socket socket)
+      : socket_(std::move(socket)), reader_(socket_.native_handle()) {}
 
-ClientServer::ClientServer(net::UniqueFd listener, proto::DaemonHello hello, proto::GroupPlan plan,
-                           OpRunner run)
-    : listener_(std::move(listener)),
-      hello_(std::move(hello)),
-      plan_(std::move(plan)),
-      run_(std::move(run)),
-      thread_([this] { accept_loop(); }) {}
+  stream_protocol::socket& socket() { return socket_; }
+  int native_fd() { return socket_.native_handle(); }
+  net::MessageReader& reader() { return reader_; }
+  std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
 
-ClientServer::~ClientServer() { thread_.detach(); }
-
-void ClientServer::accept_loop() {
-  while (true) {
-    net::UniqueFd connection;
-    if (!net::accept_connection(listener_.get(), net::Deadline::after(std::chrono::seconds(1)),
-                                connection)
-             .ok()) {
-      continue;
-    }
-    auto session = std::make_shared<ClientSession>(std::move(connection));
-    std::thread([this, session] { serve(session); }).detach();
+  void reply(const proto::DaemonToClient& message) {
+    const Status status =
+        net::send_message(socket_.native_handle(), message, net::Deadline::after(kReplyTimeout));
+    if (!status.ok()) spdlog::warn("cannot reply to a client: {}", status.message());
   }
-}
 
-void ClientServer::serve(std::shared_ptr<ClientSession> session) {
-  std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>> regions;
-  net::MessageReader reader(session->fd());
-  while (true) {
-    proto::ClientToDaemon message;
-    net::UniqueFd attached;
-    const Status status = reader.receive(message, net::Deadline::after(kIdleWait), &attached);
-    if (!status.ok()) {
-      if (status.code() != ErrorCode::peer_lost) {
-        spdlog::warn("dropped a client: {}", status.message());
+ private:
+  stream_protocol::socket socket_;
+  net::MessageReader reader_;
+  std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>> regions_;
+};
+
+struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
+  State(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello_in,
+        proto::GroupPlan plan_in, OpRunner run_in)
+      : acceptor(io), hello(std::move(hello_in)), plan(std::move(plan_in)), run(std::move(run_in)) {
+    acceptor.assign(stream_protocol(), listener.release());
+  }
+
+  void accept() {
+    acceptor.async_accept(
+        [self = shared_from_this()](const asio::error_code& error, stream_protocol::socket socket) {
+          if (error == asio::error::operation_aborted) return;
+          if (!error) {
+            auto session = std::make_shared<ClientSession>(std::move(socket));
+            self->sessions[session.get()] = session;
+            self->read(session);
+          } else {
+            spdlog::warn("cannot accept a client: {}", error.message());
+          }
+          self->accept();
+        });
+  }
+
+  void read(const std::shared_ptr<ClientSession>& session) {
+    session->socket().async_wait(stream_protocol::socket::wait_read,
+                                 [self = shared_from_this(), session](const asio::error_code& error) {
+                                   if (error) return;
+                                   self->take_messages(session);
+                                 });
+  }
+
+  // Serves every message the client has sent; then waits for its next.
+  void take_messages(const std::shared_ptr<ClientSession>& session) {
+    do {
+      proto::ClientToDaemon message;
+      net::UniqueFd attached;
+      const Status status =
+          session->reader().receive(message, net::Deadline(net::Clock::now()), &attached);
+      if (status.code() == ErrorCode::deadline_exceeded) break;
+      if (!status.ok() || !serve(session, message, std::move(attached))) {
+        if (!status.ok() && status.code() != ErrorCode::peer_lost) {
+          spdlog::warn("dropped a client: {}", status.message());
+        }
+        end(session);
+        return;
       }
-      return;
-    }
+    } while (session->reader().buffered());
+    read(session);
+  }
+
+  // False: the client is to be dropped.
+  bool serve(const std::shared_ptr<ClientSession>& session, const proto::ClientToDaemon& message,
+             net::UniqueFd attached) {
+    proto::DaemonToClient reply;
     if (message.has_hello()) {
-      proto::DaemonToClient reply;
-      *reply.mutable_hello() = hello_;
+      *reply.mutable_hello() = hello;
       session->reply(reply);
     } else if (message.has_plan_request()) {
-      proto::DaemonToClient reply;
-      *reply.mutable_plan() = plan_;
+      *reply.mutable_plan() = plan;
       session->reply(reply);
     } else if (message.has_attach()) {
-      auto region = std::make_shared<net::SharedRegion>();
-      Status mapped =
-          attached.valid()
-              ? net::SharedRegion::map(std::move(attached), message.attach().bytes(), *region)
-              : Status(ErrorCode::invalid_argument, "no descriptor came with it");
-      if (!mapped.ok()) {
-        // The ops that name this region will fail with a clear error of their own.
-        spdlog::warn("a client's shared-memory region {} is unusable: {}",
-                     message.attach().region_id(), mapped.message());
-        continue;
-      }
-      regions[message.attach().region_id()] = std::move(region);
+      if (!claim(session).ok()) return true;  // its ops are refused, with the reason
+      attach(*session, message.attach(), std::move(attached));
     } else if (message.has_submit()) {
       PendingOp op{session, message.submit(), nullptr};
-      if (const auto found = regions.find(op.op.region_id()); found != regions.end()) {
+      if (Status claimed = claim(session); !claimed.ok()) {
+        proto::OpResult& result = *reply.mutable_result();
+        result.set_request_id(op.op.request_id());
+        to_proto(claimed, *result.mutable_status());
+        session->reply(reply);
+        return true;
+      }
+      if (const auto found = session->regions().find(op.op.region_id());
+          found != session->regions().end()) {
         op.region = found->second;
       }
-      std::lock_guard lock(running_);
-      run_(op);
+      session->reply(run(op));
     } else {
       spdlog::warn("dropped a client that sent an empty message");
+      return false;
+    }
+    return true;
+  }
+
+  static void attach(ClientSession& session, const proto::AttachRegion& request,
+                     net::UniqueFd attached) {
+    auto region = std::make_shared<net::SharedRegion>();
+    const Status mapped = attached.valid()
+                              ? net::SharedRegion::map(std::move(attached), request.bytes(), *region)
+                              : Status(ErrorCode::invalid_argument, "no descriptor came with it");
+    if (!mapped.ok()) {
+      // The ops that name this region will fail with a clear error of their own.
+      spdlog::warn("a client's shared-memory region {} is unusable: {}", request.region_id(),
+                   mapped.message());
       return;
     }
+    session.regions()[request.region_id()] = std::move(region);
   }
+
+  // Makes `session` the rank's submitting client, unless another one is.
+  Status claim(const std::shared_ptr<ClientSession>& session) {
+    if (submitter == session.get()) return {};
+    // A client that has just gone may not have been read to its end yet: a training process
+    // that restarts must not be refused because of its own previous life.
+    if (submitter != nullptr && net::peer_has_closed(submitter->native_fd())) {
+      end(sessions.at(submitter));
+    }
+    if (submitter != nullptr) {
+      return Status(ErrorCode::invalid_argument,
+                    "rank " + std::to_string(hello.rank()) +
+                        " already has a submitting client (pid " + std::to_string(submitter_pid) +
+                        ", since " + clock_time(submitter_since) +
+                        "); a rank takes ops from one client at a time, so that every rank "
+                        "pairs the same ops");
+    }
+    submitter = session.get();
+    submitter_pid = net::peer_pid(session->socket().native_handle());
+    submitter_since = std::chrono::system_clock::now();
+    spdlog::info("rank {}: ops now come from the client with pid {}", hello.rank(),
+                 submitter_pid);
+    return {};
+  }
+
+  void end(const std::shared_ptr<ClientSession>& session) {
+    if (submitter == session.get()) {
+      spdlog::info("rank {}: the submitting client (pid {}) left", hello.rank(), submitter_pid);
+      submitter = nullptr;
+    }
+    asio::error_code ignored;
+    session->socket().close(ignored);
+    sessions.erase(session.get());
+  }
+
+  void stop() {
+    asio::error_code ignored;
+    acceptor.close(ignored);
+    for (auto& [key, session] : sessions) session->socket().close(ignored);
+    sessions.clear();
+  }
+
+  stream_protocol::acceptor acceptor;
+  const proto::DaemonHello hello;
+  const proto::GroupPlan plan;
+  const OpRunner run;
+  std::map<const ClientSession*, std::shared_ptr<ClientSession>> sessions;
+  ClientSession* submitter = nullptr;
+  int submitter_pid = 0;
+  std::chrono::system_clock::time_point submitter_since;
+};
+
+ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello,
+                           proto::GroupPlan plan, OpRunner run)
+    : state_(std::make_shared<State>(io, std::move(listener), std::move(hello), std::move(plan),
+                                     std::move(run))) {
+  state_->accept();
 }
+
+// Runs after the event loop has stopped, on the thread that ran it.
+ClientServer::~ClientServer() { state_->stop(); }
 
 }  // namespace gradsync::daemon

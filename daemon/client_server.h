@@ -1,34 +1,28 @@
-// Serves the local clients of a worker on its unix socket: a hello, the group's plan on request,
-// shared-memory regions handed over once each, and ops, which run on the thread that read them, one
-// at a time across all clients (a hand-off to another thread would cost every op a wake-up). A
-// client that sends something malformed is told why (or, if its stream is unreadable,
-// disconnected); the daemon and the other clients carry on.
+// Serves the local clients of a worker on its unix socket, on the worker's op thread's event loop:
+// a hello, the group's plan on request, shared-memory regions handed over once each, and ops,
+// which run on that thread as their requests are read (a hand-off to another thread would cost
+// every op a wake-up). One client at a time submits ops for the rank (its op stream: ops pair
+// across ranks by their place in it); a second is refused with an error naming the first, while
+// read-only connections (a hello, the plan) are always served. A client that sends something
+// malformed is told why (or, if its stream is unreadable, disconnected); the daemon and the other
+// clients carry on.
 #pragma once
 
+#include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <string>
-#include <thread>
 
 #include "gradsync.pb.h"
 #include "net/shared_memory.h"
 #include "net/unique_fd.h"
 
+namespace asio {
+class io_context;
+}
+
 namespace gradsync::daemon {
 
-class ClientSession {
- public:
-  explicit ClientSession(net::UniqueFd socket) : socket_(std::move(socket)) {}
-  int fd() const { return socket_.get(); }
-  // Replies are written by the session's reader and by the op loop: one at a time.
-  void reply(const proto::DaemonToClient& message);
-
- private:
-  net::UniqueFd socket_;
-  std::mutex write_mutex_;
-};
+class ClientSession;
 
 struct PendingOp {
   std::shared_ptr<ClientSession> session;
@@ -36,25 +30,19 @@ struct PendingOp {
   std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
 };
 
-// Runs one op to completion and replies; called with no other op running.
-using OpRunner = std::function<void(const PendingOp&)>;
+// Runs one op to completion and returns the client's reply; called with no other op running.
+using OpRunner = std::function<proto::DaemonToClient(const PendingOp&)>;
 
 class ClientServer {
  public:
-  ClientServer(net::UniqueFd listener, proto::DaemonHello hello, proto::GroupPlan plan,
-               OpRunner run);
+  // Starts accepting on `io`.
+  ClientServer(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello,
+               proto::GroupPlan plan, OpRunner run);
   ~ClientServer();
 
  private:
-  void accept_loop();
-  void serve(std::shared_ptr<ClientSession> session);
-
-  net::UniqueFd listener_;
-  proto::DaemonHello hello_;
-  proto::GroupPlan plan_;
-  OpRunner run_;
-  std::mutex running_;  // one op at a time, in the order the clients' requests are read
-  std::thread thread_;
+  struct State;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace gradsync::daemon

@@ -2,76 +2,183 @@
 
 #include <spdlog/spdlog.h>
 
-#include <thread>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
 
 #include "net/message_stream.h"
+#include "net/socket.h"
 #include "proto/convert.h"
 
 namespace gradsync::daemon {
 
-ControlChannel::ControlChannel(net::UniqueFd socket, std::chrono::milliseconds heartbeat_interval,
-                               engine::AbortSignal& abort)
-    : socket_(std::move(socket)), interval_(heartbeat_interval), abort_(abort) {}
+namespace {
 
-void ControlChannel::start() {
-  std::thread([self = shared_from_this()] { self->run(); }).detach();
+using asio::ip::tcp;
+
+// The coordinator takes none of our bytes for this long: it is as good as gone.
+constexpr auto kSendTimeout = std::chrono::seconds(5);
+
+}  // namespace
+
+struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop> {
+  Loop(asio::io_context& io, net::UniqueFd fd, std::chrono::milliseconds heartbeat_interval,
+       engine::AbortSignal& abort_signal)
+      : socket(io),
+        reader(fd.get()),
+        heartbeat_timer(io),
+        write_deadline(io),
+        interval(heartbeat_interval),
+        abort(abort_signal) {
+    const bool v6 = net::is_ipv6_socket(fd.get());
+    socket.assign(v6 ? tcp::v6() : tcp::v4(), fd.release());
+    heartbeat.mutable_heartbeat();
+  }
+
+  void start() {
+    read();
+    beat();
+  }
+
+  void read() {
+    socket.async_wait(tcp::socket::wait_read,
+                      [self = shared_from_this()](const asio::error_code& error) {
+                        if (error) return;
+                        self->take_messages();
+                      });
+  }
+
+  void take_messages() {
+    while (true) {
+      proto::CoordinatorToWorker message;
+      const Status status = reader.receive(message, net::Deadline(net::Clock::now()));
+      if (status.code() == ErrorCode::deadline_exceeded) break;
+      if (!status.ok()) {
+        lose(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()));
+        return;
+      }
+      if (message.has_abort()) {
+        // A group that is still forming waits for nothing more either.
+        spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
+        lose(from_proto(message.abort().reason()));
+        continue;
+      }
+      if (message.has_assignment()) {
+        heartbeat.mutable_heartbeat()->set_rank(message.assignment().rank());
+        heartbeat.mutable_heartbeat()->set_generation(message.assignment().generation());
+      }
+      std::lock_guard lock(mutex);
+      forming.push_back(std::move(message));
+      arrived.notify_all();
+    }
+    read();
+  }
+
+  void beat() {
+    heartbeat_timer.expires_after(interval);
+    heartbeat_timer.async_wait([self = shared_from_this()](const asio::error_code& error) {
+      if (error) return;
+      self->queue(self->heartbeat);
+      self->beat();
+    });
+  }
+
+  void queue(const proto::WorkerToCoordinator& message) {
+    std::string framed;
+    if (Status status = net::frame_message(message, framed); !status.ok()) {
+      lose(status);
+      return;
+    }
+    outbox.push_back(std::move(framed));
+    if (outbox.size() == 1) write();
+  }
+
+  void write() {
+    write_deadline.expires_after(kSendTimeout);
+    write_deadline.async_wait([self = shared_from_this()](const asio::error_code& error) {
+      if (error || self->outbox.empty()) return;
+      self->lose(Status(ErrorCode::aborted, "lost the coordinator: it took no message for " +
+                                                std::to_string(kSendTimeout.count()) + " s"));
+    });
+    asio::async_write(socket, asio::buffer(outbox.front()),
+                      [self = shared_from_this()](const asio::error_code& error, std::size_t) {
+                        if (error == asio::error::operation_aborted) return;
+                        if (error) {
+                          self->lose(Status(ErrorCode::aborted,
+                                            "lost the coordinator: " + error.message()));
+                          return;
+                        }
+                        self->outbox.pop_front();
+                        if (self->outbox.empty()) {
+                          self->write_deadline.cancel();
+                        } else {
+                          self->write();
+                        }
+                      });
+  }
+
+  void lose(const Status& reason) {
+    abort.raise(reason);
+    std::lock_guard lock(mutex);
+    if (lost.ok()) lost = reason;
+    arrived.notify_all();
+  }
+
+  void stop() {
+    asio::error_code ignored;
+    socket.close(ignored);
+    heartbeat_timer.cancel();
+    write_deadline.cancel();
+  }
+
+  // Used on the event loop only.
+  tcp::socket socket;
+  net::MessageReader reader;
+  asio::steady_timer heartbeat_timer;
+  asio::steady_timer write_deadline;
+  std::chrono::milliseconds interval;
+  proto::WorkerToCoordinator heartbeat;
+  std::deque<std::string> outbox;  // front() is being written
+  engine::AbortSignal& abort;
+
+  // Shared with the worker's thread.
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::deque<proto::CoordinatorToWorker> forming;
+  Status lost;  // set once the coordinator is gone or has aborted the group
+};
+
+ControlChannel::ControlChannel(asio::io_context& io, net::UniqueFd socket,
+                               std::chrono::milliseconds heartbeat_interval,
+                               engine::AbortSignal& abort)
+    : loop_(std::make_shared<Loop>(io, std::move(socket), heartbeat_interval, abort)) {
+  asio::post(io, [loop = loop_] { loop->start(); });
 }
 
-Status ControlChannel::send(const proto::WorkerToCoordinator& message) {
-  std::lock_guard lock(write_mutex_);
-  return net::send_message(socket_.get(), message, net::Deadline::after(interval_));
+ControlChannel::~ControlChannel() {
+  asio::post(loop_->socket.get_executor(), [loop = loop_] { loop->stop(); });
+}
+
+void ControlChannel::send(const proto::WorkerToCoordinator& message) {
+  asio::post(loop_->socket.get_executor(), [loop = loop_, message] { loop->queue(message); });
 }
 
 Status ControlChannel::next(std::chrono::milliseconds timeout, const std::string& what,
                             proto::CoordinatorToWorker& message) {
-  std::unique_lock lock(mutex_);
-  if (!arrived_.wait_for(lock, timeout, [this] { return !forming_.empty() || !lost_.ok(); })) {
+  std::unique_lock lock(loop_->mutex);
+  if (!loop_->arrived.wait_for(lock, timeout,
+                               [this] { return !loop_->forming.empty() || !loop_->lost.ok(); })) {
     return Status(ErrorCode::deadline_exceeded,
                   "waited " + std::to_string(timeout.count()) + " ms for " + what);
   }
-  if (forming_.empty())
-    return Status(lost_.code(), lost_.message() + " (waiting for " + what + ")");
-  message = std::move(forming_.front());
-  forming_.pop_front();
-  return {};
-}
-
-void ControlChannel::lose(const Status& reason) {
-  abort_.raise(reason);
-  std::lock_guard lock(mutex_);
-  lost_ = reason;
-  arrived_.notify_all();
-}
-
-void ControlChannel::run() {
-  proto::WorkerToCoordinator heartbeat;
-  heartbeat.mutable_heartbeat();
-  net::MessageReader reader(socket_.get());
-  while (true) {
-    proto::CoordinatorToWorker message;
-    Status status = reader.receive(message, net::Deadline::after(interval_));
-    if (status.code() == ErrorCode::deadline_exceeded) {
-      status = send(heartbeat);
-      if (status.ok()) continue;
-    }
-    if (!status.ok()) {
-      lose(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()));
-      return;
-    }
-    if (message.has_abort()) {
-      // A group that is still forming waits for nothing more either.
-      lose(from_proto(message.abort().reason()));
-      spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
-      continue;
-    }
-    if (message.has_assignment()) {
-      heartbeat.mutable_heartbeat()->set_rank(message.assignment().rank());
-      heartbeat.mutable_heartbeat()->set_generation(message.assignment().generation());
-    }
-    std::lock_guard lock(mutex_);
-    forming_.push_back(std::move(message));
-    arrived_.notify_all();
+  if (loop_->forming.empty()) {
+    return Status(loop_->lost.code(), loop_->lost.message() + " (waiting for " + what + ")");
   }
+  message = std::move(loop_->forming.front());
+  loop_->forming.pop_front();
+  return {};
 }
 
 }  // namespace gradsync::daemon

@@ -1,7 +1,7 @@
-// A worker's connection to its coordinator, for the worker's whole life: heartbeats go out from the
-// channel's own thread, an abort is raised on the worker's signal at once, and the messages that
-// form the group (the assignment, a calibration request, the plan) are handed to the worker in the
-// order they came.
+// A worker's connection to its coordinator, for the worker's whole life, on the worker's control
+// event loop: heartbeats go out on a timer, an abort is raised on the worker's signal at once, and
+// the messages that form the group (the assignment, a calibration request, the plan) are handed to
+// the worker in the order they came.
 #pragma once
 
 #include <chrono>
@@ -16,34 +16,30 @@
 #include "gradsync.pb.h"
 #include "net/unique_fd.h"
 
+namespace asio {
+class io_context;
+}
+
 namespace gradsync::daemon {
 
-class ControlChannel : public std::enable_shared_from_this<ControlChannel> {
+class ControlChannel {
  public:
-  ControlChannel(net::UniqueFd socket, std::chrono::milliseconds heartbeat_interval,
-                 engine::AbortSignal& abort);
+  // Starts reading and beating on `io` at once; `io` must outlive the channel's use.
+  ControlChannel(asio::io_context& io, net::UniqueFd socket,
+                 std::chrono::milliseconds heartbeat_interval, engine::AbortSignal& abort);
+  ~ControlChannel();
 
-  // Starts the reader and heartbeat thread, which keeps the channel alive as long as it runs.
-  void start();
-  // Safe beside the heartbeats: one writer at a time.
-  Status send(const proto::WorkerToCoordinator& message);
+  // Queues a message; a failure to deliver it loses the channel (and raises the abort).
+  void send(const proto::WorkerToCoordinator& message);
   // The next group-forming message, waiting up to `timeout` for `what` (for the error); fails at
   // once when the coordinator is lost or aborts the group.
   Status next(std::chrono::milliseconds timeout, const std::string& what,
               proto::CoordinatorToWorker& message);
 
  private:
-  void run();
-  void lose(const Status& reason);
+  struct Loop;  // the part that lives on the event loop
 
-  net::UniqueFd socket_;
-  std::chrono::milliseconds interval_;
-  engine::AbortSignal& abort_;
-  std::mutex write_mutex_;
-  std::mutex mutex_;
-  std::condition_variable arrived_;
-  std::deque<proto::CoordinatorToWorker> forming_;
-  Status lost_;  // set once the coordinator is gone or has aborted the group
+  std::shared_ptr<Loop> loop_;
 };
 
 }  // namespace gradsync::daemon

@@ -1,43 +1,60 @@
+// The coordinator's Asio shell around its Membership state machine: one io_context on one thread,
+// an acceptor, and per connection a reader, a queue of outgoing messages with one write in flight,
+// and a deadline on that queue. Every event is handed to the state machine and its actions are
+// carried out; its next deadline drives one timer.
 #include "daemon/coordinator.h"
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
+#include <asio/ip/tcp.hpp>
+#include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <vector>
 
-#include "daemon/plan_builder.h"
+#include "daemon/membership.h"
 #include "daemon/ready_file.h"
-#include "gradsync.pb.h"
 #include "net/message_stream.h"
-#include "proto/convert.h"
 
 namespace gradsync::daemon {
 
 namespace {
 
-constexpr auto kJoinTimeout = std::chrono::seconds(10);
-constexpr auto kSendTimeout = std::chrono::seconds(2);
-constexpr std::uint64_t kGeneration = 1;
+using asio::ip::tcp;
 
-struct Member {
-  net::UniqueFd socket;
-  std::string from;
-  proto::JoinRequest join;
-  int rank = -1;
+// A member that takes no bytes of what it is sent for this long is dropped; the others are not
+// kept waiting for it.
+constexpr auto kSendTimeout = std::chrono::seconds(2);
+// After a failed accept (the descriptor limit, say), wait this long rather than retry at once.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+
+struct Connection {
+  Connection(ConnectionId id_in, tcp::socket socket_in)
+      : id(id_in),
+        socket(std::move(socket_in)),
+        reader(socket.native_handle()),
+        write_deadline(socket.get_executor()) {}
+
+  ConnectionId id;
+  tcp::socket socket;
+  net::MessageReader reader;
+  std::deque<std::string> outbox;  // front() is being written while `writing`
+  asio::steady_timer write_deadline;
+  bool writing = false;
+  bool closing = false;  // the state machine is done with it: flush the outbox, then close
 };
 
-class Coordinator {
-  // What the coordinator waits for: members, then (unless given a model) probe reports, then
-  // calibration reports (unless the budget allows none); then the plan is out.
-  enum class Stage { forming, probing, calibrating, published };
-
+class CoordinatorServer {
  public:
-  explicit Coordinator(const CoordinatorConfig& config) : config_(config) {}
+  explicit CoordinatorServer(const CoordinatorConfig& config)
+      : config_(config),
+        membership_(config.membership),
+        acceptor_(io_),
+        accept_backoff_(io_),
+        tick_(io_),
+        signals_(io_, SIGINT, SIGTERM) {}
 
   int run() {
     net::UniqueFd listener;
@@ -46,8 +63,10 @@ class Coordinator {
       return 2;
     }
     const net::HostPort bound = net::local_address(listener.get());
+    const bool v6 = net::is_ipv6_socket(listener.get());
+    acceptor_.assign(v6 ? tcp::v6() : tcp::v4(), listener.release());
     spdlog::info("coordinator listening on {}:{} for a group of {}", config_.listen.host,
-                 bound.port, config_.world_size);
+                 bound.port, config_.membership.world_size);
     if (!config_.ready_file.empty()) {
       const std::string address = config_.listen.host + ":" + std::to_string(bound.port);
       if (Status status = write_ready_file(config_.ready_file, address); !status.ok()) {
@@ -55,252 +74,150 @@ class Coordinator {
         return 2;
       }
     }
-    while (true) {
-      net::UniqueFd connection;
-      if (!net::accept_connection(listener.get(), net::Deadline::after(std::chrono::seconds(1)),
-                                  connection)
-               .ok()) {
-        continue;
-      }
-      auto member = std::make_shared<Member>();
-      member->from = net::peer_address(connection.get()).to_string();
-      member->socket = std::move(connection);
-      std::thread([this, member] { serve(member); }).detach();
-    }
+    signals_.async_wait([this](const asio::error_code& error, int signal) {
+      if (error) return;
+      spdlog::info("coordinator: stopping on signal {}", signal);
+      io_.stop();
+    });
+    accept();
+    io_.run();
+    return 0;
   }
 
  private:
-  void serve(const std::shared_ptr<Member>& member) {
-    net::MessageReader reader(member->socket.get());
-    proto::WorkerToCoordinator first;
-    Status status = reader.receive(first, net::Deadline::after(kJoinTimeout));
-    if (status.ok()) status = admit(member, first);
-    if (!status.ok()) {
-      spdlog::warn("coordinator: rejected a connection from {}: {}", member->from,
-                   status.message());
+  void accept() {
+    acceptor_.async_accept([this](const asio::error_code& error, tcp::socket socket) {
+      if (error == asio::error::operation_aborted) return;
+      if (error) {
+        spdlog::warn("coordinator: cannot accept a connection: {}", error.message());
+        accept_backoff_.expires_after(kAcceptBackoff);
+        accept_backoff_.async_wait([this](const asio::error_code& waited) {
+          if (!waited) accept();
+        });
+        return;
+      }
+      const std::string from = net::peer_address(socket.native_handle()).to_string();
+      auto connection = std::make_shared<Connection>(next_id_++, std::move(socket));
+      connections_[connection->id] = connection;
+      membership_.connected(connection->id, from, std::chrono::steady_clock::now());
+      read(connection);
+      apply();
+      accept();
+    });
+  }
+
+  // Hands every message the socket has to the state machine, then waits for more.
+  void read(const std::shared_ptr<Connection>& connection) {
+    connection->socket.async_wait(
+        tcp::socket::wait_read, [this, connection](const asio::error_code& error) {
+          if (error || connection->closing) return;
+          while (true) {
+            proto::WorkerToCoordinator message;
+            const Status status =
+                connection->reader.receive(message, net::Deadline(net::Clock::now()));
+            if (status.code() == ErrorCode::deadline_exceeded) break;
+            if (!status.ok()) {
+              membership_.disconnected(connection->id, status.message());
+              apply();
+              return;
+            }
+            membership_.received(connection->id, message, std::chrono::steady_clock::now());
+            apply();
+            if (connection->closing) return;
+          }
+          read(connection);
+        });
+  }
+
+  // Carries out the state machine's actions and sets the timer to its next deadline.
+  void apply() {
+    for (Action& action : membership_.take_actions()) {
+      const auto found = connections_.find(action.connection);
+      if (found == connections_.end()) continue;
+      const std::shared_ptr<Connection> connection = found->second;
+      if (action.kind == Action::Kind::close) {
+        spdlog::debug("coordinator: closing connection {}: {}", action.connection, action.reason);
+        connection->closing = true;
+        if (!connection->writing) destroy(connection);
+        continue;
+      }
+      std::string framed;
+      if (Status status = net::frame_message(action.message, framed); !status.ok()) {
+        spdlog::error("coordinator: {}", status.message());
+        continue;
+      }
+      connection->outbox.push_back(std::move(framed));
+      if (!connection->writing) write(connection);
+    }
+    if (const auto deadline = membership_.next_deadline()) {
+      tick_.expires_at(*deadline);
+      tick_.async_wait([this](const asio::error_code& error) {
+        if (error) return;
+        membership_.tick(std::chrono::steady_clock::now());
+        apply();
+      });
+    } else {
+      tick_.cancel();
+    }
+  }
+
+  void write(const std::shared_ptr<Connection>& connection) {
+    if (connection->outbox.empty()) {
+      connection->writing = false;
+      connection->write_deadline.cancel();
+      if (connection->closing) destroy(connection);
       return;
     }
-    // Heartbeats, and the reports it is asked for, until the worker stops sending them.
-    while (true) {
-      proto::WorkerToCoordinator message;
-      status = reader.receive(message, net::Deadline::after(config_.heartbeat_timeout));
-      if (!status.ok()) break;
-      if (message.has_probe_report()) {
-        status = take_probe_report(member, message.probe_report());
-        if (!status.ok()) break;
-      } else if (message.has_calibration_report()) {
-        status = take_calibration_report(member, message.calibration_report());
-        if (!status.ok()) break;
-      } else if (!message.has_heartbeat()) {
-        status = Status(ErrorCode::protocol_error, "a message other than a heartbeat");
-        break;
-      }
-    }
-    lose(member,
-         status.code() == ErrorCode::deadline_exceeded
-             ? "no heartbeat for " + std::to_string(config_.heartbeat_timeout.count()) + " ms"
-             : status.message());
+    connection->writing = true;
+    // The deadline counts from the last write that made progress.
+    connection->write_deadline.expires_after(kSendTimeout);
+    connection->write_deadline.async_wait([this, connection](const asio::error_code& error) {
+      if (error || !connection->writing) return;
+      drop(connection, "took none of its messages for " +
+                           std::to_string(std::chrono::milliseconds(kSendTimeout).count()) +
+                           " ms");
+    });
+    asio::async_write(connection->socket, asio::buffer(connection->outbox.front()),
+                      [this, connection](const asio::error_code& error, std::size_t) {
+                        if (error == asio::error::operation_aborted) return;
+                        if (error) {
+                          drop(connection, "cannot send: " + error.message());
+                          return;
+                        }
+                        connection->outbox.pop_front();
+                        write(connection);
+                      });
   }
 
-  Status admit(const std::shared_ptr<Member>& member, const proto::WorkerToCoordinator& first) {
-    if (!first.has_join()) {
-      return Status(ErrorCode::protocol_error, "the first message is not a join request");
-    }
-    net::HostPort address;
-    if (Status status = net::parse_host_port(first.join().data_address(), address); !status.ok()) {
-      return Status(ErrorCode::invalid_argument, "bad data address: " + status.message());
-    }
-    const int requested = first.join().requested_rank();
-    std::lock_guard lock(mutex_);
-    if (formed_) {
-      return Status(ErrorCode::invalid_argument,
-                    "the group of " + std::to_string(config_.world_size) + " is complete");
-    }
-    if (requested < -1 || requested >= config_.world_size) {
-      return Status(ErrorCode::invalid_argument, "asks for rank " + std::to_string(requested) +
-                                                     " in a group of " +
-                                                     std::to_string(config_.world_size));
-    }
-    for (const auto& other : pending_) {
-      if (requested >= 0 && other->join.requested_rank() == requested) {
-        return Status(ErrorCode::invalid_argument,
-                      "asks for rank " + std::to_string(requested) + ", already taken");
-      }
-    }
-    member->join = first.join();
-    pending_.push_back(member);
-    spdlog::info("coordinator: {} joined ({} of {}), data address {}", member->from,
-                 pending_.size(), config_.world_size, first.join().data_address());
-    if (static_cast<int>(pending_.size()) == config_.world_size) form_group();
-    return {};
+  // The connection cannot be written to: the state machine hears of it, then it is closed
+  // without waiting for its queue.
+  void drop(const std::shared_ptr<Connection>& connection, const std::string& reason) {
+    membership_.disconnected(connection->id, reason);
+    apply();
+    destroy(connection);
   }
 
-  // Requested ranks first, the others in order of arrival.
-  void form_group() {
-    std::vector<bool> taken(config_.world_size, false);
-    for (const auto& member : pending_) {
-      if (member->join.requested_rank() >= 0) {
-        member->rank = member->join.requested_rank();
-        taken[member->rank] = true;
-      }
-    }
-    int next = 0;
-    for (const auto& member : pending_) {
-      if (member->rank >= 0) continue;
-      while (taken[next]) ++next;
-      member->rank = next;
-      taken[next] = true;
-    }
-    std::sort(pending_.begin(), pending_.end(),
-              [](const auto& a, const auto& b) { return a->rank < b->rank; });
-    spdlog::info("coordinator: group formed, generation {}; {}", kGeneration,
-                 config_.network ? "the algorithm table comes from the given model"
-                                 : "the workers are probing their links");
-    proto::CoordinatorToWorker message;
-    proto::Assignment& assignment = *message.mutable_assignment();
-    assignment.set_generation(kGeneration);
-    assignment.set_world_size(config_.world_size);
-    assignment.set_probe_links(!config_.network);
-    for (const auto& member : pending_) {
-      proto::Peer& peer = *assignment.add_peers();
-      peer.set_rank(member->rank);
-      peer.set_data_address(member->join.data_address());
-    }
-    for (const auto& member : pending_) {
-      assignment.set_rank(member->rank);
-      const Status sent =
-          net::send_message(member->socket.get(), message, net::Deadline::after(kSendTimeout));
-      if (!sent.ok()) spdlog::warn("coordinator: cannot send rank {} its assignment", member->rank);
-    }
-    formed_ = true;
-    probe_reports_.resize(pending_.size());
-    calibration_reports_.resize(pending_.size());
-    stage_ = Stage::probing;
-    if (config_.network) {
-      plan_ = plan_from_model(kGeneration, config_.world_size, *config_.network);
-      publish();
-    }
-  }
-
-  // Records a worker's report of what it was asked to measure in `stage`, once `check` (which
-  // blames the sender) accepts it; `all` receives every rank's once the last one is in.
-  template <typename Report>
-  Status collect(const std::shared_ptr<Member>& member, const Report& report, Stage stage,
-                 const Status& check, std::vector<std::optional<Report>>& slots,
-                 std::optional<std::vector<Report>>& all) {
-    if (aborted_) return Status(ErrorCode::aborted, "the group was aborted");
-    if (stage_ != stage || slots[member->rank].has_value()) {
-      return Status(ErrorCode::protocol_error, "a report the coordinator did not ask for");
-    }
-    if (!check.ok()) return check;
-    slots[member->rank] = report;
-    std::vector<Report> reports;
-    for (const auto& slot : slots) {
-      if (!slot) return {};
-      reports.push_back(*slot);
-    }
-    all = std::move(reports);
-    return {};
-  }
-
-  Status take_probe_report(const std::shared_ptr<Member>& member,
-                           const proto::ProbeReport& report) {
-    std::lock_guard lock(mutex_);
-    std::optional<std::vector<proto::ProbeReport>> reports;
-    const Status check = check_probe_report(report, kGeneration, member->rank, config_.world_size);
-    if (Status status = collect(member, report, Stage::probing, check, probe_reports_, reports);
-        !status.ok() || !reports) {
-      return status;
-    }
-    plan_ = plan_from_reports(kGeneration, *reports);
-    proto::CoordinatorToWorker message;
-    calibration_request_ = calibration_request(plan_, config_.calibration_budget);
-    if (calibration_request_.sizes().empty()) {
-      publish();
-      return {};
-    }
-    stage_ = Stage::calibrating;
-    spdlog::info("coordinator: links probed in {:.0f} ms; calibrating all-reduce at {} sizes",
-                 plan_.probe_ms, calibration_request_.sizes_size());
-    *message.mutable_calibration_request() = calibration_request_;
-    send_to_all(message, "the calibration request");
-    return {};
-  }
-
-  Status take_calibration_report(const std::shared_ptr<Member>& member,
-                                 const proto::CalibrationReport& report) {
-    std::lock_guard lock(mutex_);
-    std::optional<std::vector<proto::CalibrationReport>> reports;
-    const Status check = check_calibration_report(report, calibration_request_, member->rank);
-    if (Status status =
-            collect(member, report, Stage::calibrating, check, calibration_reports_, reports);
-        !status.ok() || !reports) {
-      return status;
-    }
-    add_calibration(plan_, *reports);
-    publish();
-    return {};
-  }
-
-  void send_to_all(const proto::CoordinatorToWorker& message, const std::string& what) {
-    for (const auto& member : pending_) {
-      const Status sent =
-          net::send_message(member->socket.get(), message, net::Deadline::after(kSendTimeout));
-      if (!sent.ok()) spdlog::warn("coordinator: cannot send rank {} {}", member->rank, what);
-    }
-  }
-
-  // Sends every member plan_; called with mutex_ held.
-  void publish() {
-    stage_ = Stage::published;
-    spdlog::info("coordinator: generation {} plan ({}):\n{}", plan_.generation,
-                 plan_.measured
-                     ? "probing took " + std::to_string(plan_.probe_ms) + " ms, calibration " +
-                           std::to_string(plan_.calibration_ms) + " ms"
-                     : std::string("from the given model"),
-                 describe(plan_));
-    proto::CoordinatorToWorker message;
-    to_proto(plan_, *message.mutable_plan());
-    send_to_all(message, "the plan");
-  }
-
-  void lose(const std::shared_ptr<Member>& member, const std::string& reason) {
-    std::lock_guard lock(mutex_);
-    if (!formed_) {
-      std::erase(pending_, member);
-      spdlog::warn("coordinator: {} left before the group formed: {}", member->from, reason);
-      return;
-    }
-    spdlog::warn("coordinator: lost rank {} ({}): {}", member->rank, member->from, reason);
-    if (aborted_) return;
-    aborted_ = true;
-    proto::CoordinatorToWorker message;
-    proto::Abort& abort = *message.mutable_abort();
-    abort.set_generation(kGeneration);
-    abort.add_lost_ranks(member->rank);
-    to_proto(Status(ErrorCode::peer_lost,
-                    "rank " + std::to_string(member->rank) + " was lost (" + reason + ")"),
-             *abort.mutable_reason());
-    // The lost member too: one that sent something wrong is still listening.
-    for (const auto& other : pending_) {
-      (void)net::send_message(other->socket.get(), message, net::Deadline::after(kSendTimeout));
-    }
+  void destroy(const std::shared_ptr<Connection>& connection) {
+    connection->closing = true;
+    connection->write_deadline.cancel();
+    asio::error_code ignored;
+    connection->socket.close(ignored);
+    connections_.erase(connection->id);
   }
 
   const CoordinatorConfig config_;
-  std::mutex mutex_;
-  std::vector<std::shared_ptr<Member>> pending_;  // every member, sorted by rank once formed
-  Stage stage_ = Stage::forming;
-  std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
-  std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
-  proto::CalibrationRequest calibration_request_;
-  GroupPlan plan_;
-  bool formed_ = false;
-  bool aborted_ = false;
+  asio::io_context io_{1};
+  Membership membership_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_backoff_;
+  asio::steady_timer tick_;
+  asio::signal_set signals_;
+  std::map<ConnectionId, std::shared_ptr<Connection>> connections_;
+  ConnectionId next_id_ = 1;
 };
 
 }  // namespace
 
-int run_coordinator(const CoordinatorConfig& config) { return Coordinator(config).run(); }
+int run_coordinator(const CoordinatorConfig& config) { return CoordinatorServer(config).run(); }
 
 }  // namespace gradsync::daemon

@@ -2,7 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 #include "engine/frame.h"
 
@@ -10,6 +17,7 @@ namespace gradsync::daemon {
 
 namespace {
 
+using asio::ip::tcp;
 using engine::FrameHeader;
 using engine::FrameKind;
 
@@ -24,13 +32,8 @@ Status send_hello(int fd, const MeshPlan& plan, net::Deadline deadline) {
   return net::write_all(fd, engine::encode(hello), deadline);
 }
 
-// Reads a hello and names the rank it comes from, or says why it is not one of ours.
-Status receive_hello(int fd, const MeshPlan& plan, int& rank) {
-  engine::EncodedHeader bytes;
-  if (Status status = net::read_exact(fd, bytes, net::Deadline::after(kHelloTimeout));
-      !status.ok()) {
-    return Status(ErrorCode::protocol_error, "no hello: " + status.message());
-  }
+// Names the rank a hello comes from, or says why it is not one of ours.
+Status check_hello(const engine::EncodedHeader& bytes, const MeshPlan& plan, int& rank) {
   FrameHeader hello;
   if (Status status = engine::decode(bytes, hello); !status.ok()) return status;
   if (hello.kind != FrameKind::hello) {
@@ -53,10 +56,113 @@ Status receive_hello(int fd, const MeshPlan& plan, int& rank) {
   return {};
 }
 
+// A connection whose hello is still being read.
+struct Arrival {
+  Arrival(tcp::socket socket_in, std::string from_in)
+      : socket(std::move(socket_in)), from(std::move(from_in)), deadline(socket.get_executor()) {}
+  tcp::socket socket;
+  std::string from;
+  engine::EncodedHeader hello{};
+  asio::steady_timer deadline;
+};
+
 }  // namespace
 
-Status form_data_mesh(const MeshPlan& plan, int listener, net::Deadline deadline,
-                      std::vector<net::UniqueFd>& sockets) {
+struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
+  Loop(asio::io_context& io, net::UniqueFd listener) : acceptor(io), backoff(io) {
+    const bool v6 = net::is_ipv6_socket(listener.get());
+    acceptor.assign(v6 ? tcp::v6() : tcp::v4(), listener.release());
+  }
+
+  void accept() {
+    acceptor.async_accept(
+        [self = shared_from_this()](const asio::error_code& error, tcp::socket socket) {
+          if (error == asio::error::operation_aborted) return;
+          if (error) {
+            // The descriptor limit, say: wait rather than spin on it.
+            spdlog::warn("cannot accept a data connection: {}", error.message());
+            self->backoff.expires_after(std::chrono::milliseconds(100));
+            self->backoff.async_wait([self](const asio::error_code& waited) {
+              if (!waited) self->accept();
+            });
+            return;
+          }
+          std::string from = net::peer_address(socket.native_handle()).to_string();
+          self->read_hello(std::make_shared<Arrival>(std::move(socket), std::move(from)));
+          self->accept();
+        });
+  }
+
+  void read_hello(const std::shared_ptr<Arrival>& arrival) {
+    arrival->deadline.expires_after(kHelloTimeout);
+    arrival->deadline.async_wait([arrival](const asio::error_code& error) {
+      if (error) return;
+      asio::error_code ignored;
+      arrival->socket.close(ignored);
+    });
+    asio::async_read(arrival->socket, asio::buffer(arrival->hello),
+                     [self = shared_from_this(), arrival](const asio::error_code& error,
+                                                          std::size_t) {
+                       arrival->deadline.cancel();
+                       self->take(*arrival, error);
+                     });
+  }
+
+  void take(Arrival& arrival, const asio::error_code& error) {
+    int rank = -1;
+    Status hello = error ? Status(ErrorCode::protocol_error,
+                                  error == asio::error::operation_aborted
+                                      ? "no hello within " +
+                                            std::to_string(kHelloTimeout.count()) + " s"
+                                      : "no hello: " + error.message())
+                         : check_hello(arrival.hello, plan, rank);
+    std::lock_guard lock(mutex);
+    if (hello.ok() && (formed || accepted[rank].valid())) {
+      hello = Status(ErrorCode::protocol_error,
+                     "rank " + std::to_string(rank) + " is already connected");
+    }
+    if (!hello.ok()) {
+      spdlog::warn("rejected a data connection from {}: {}", arrival.from, hello.message());
+      return;  // closed with the arrival
+    }
+    accepted[rank] = net::UniqueFd(arrival.socket.release());
+    net::tune_for_data_plane(accepted[rank].get());
+    --missing;
+    arrived.notify_all();
+  }
+
+  tcp::acceptor acceptor;
+  asio::steady_timer backoff;
+  MeshPlan plan;  // set before accepting starts, not changed after
+
+  std::mutex mutex;  // guards what the forming thread reads
+  std::condition_variable arrived;
+  std::vector<net::UniqueFd> accepted;  // by rank: the higher ranks
+  int missing = 0;
+  bool formed = false;  // from then on, every connection is turned away
+};
+
+DataPort::DataPort(asio::io_context& io, net::UniqueFd listener)
+    : loop_(std::make_shared<Loop>(io, std::move(listener))) {}
+
+DataPort::~DataPort() {
+  asio::post(loop_->acceptor.get_executor(), [loop = loop_] {
+    asio::error_code ignored;
+    loop->acceptor.close(ignored);
+    loop->backoff.cancel();
+  });
+}
+
+Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline,
+                           std::vector<net::UniqueFd>& sockets) {
+  {
+    std::lock_guard lock(loop_->mutex);
+    loop_->plan = plan;
+    loop_->accepted.clear();
+    loop_->accepted.resize(plan.world_size);
+    loop_->missing = plan.world_size - 1 - plan.rank;
+  }
+  asio::post(loop_->acceptor.get_executor(), [loop = loop_] { loop->accept(); });
   sockets.clear();
   sockets.resize(plan.world_size);
   for (int peer = 0; peer < plan.rank; ++peer) {
@@ -70,54 +176,18 @@ Status form_data_mesh(const MeshPlan& plan, int listener, net::Deadline deadline
     net::tune_for_data_plane(sockets[peer].get());
     if (Status hello = send_hello(sockets[peer].get(), plan, deadline); !hello.ok()) return hello;
   }
-  int missing = plan.world_size - 1 - plan.rank;
-  while (missing > 0) {
-    net::UniqueFd connection;
-    if (Status status = net::accept_connection(listener, deadline, connection); !status.ok()) {
-      return Status(ErrorCode::peer_lost,
-                    std::to_string(missing) + " higher ranks never connected: " + status.message());
-    }
-    int rank = -1;
-    const Status hello = receive_hello(connection.get(), plan, rank);
-    const std::string from = net::peer_address(connection.get()).to_string();
-    if (!hello.ok()) {
-      spdlog::warn("rejected a data connection from {}: {}", from, hello.message());
-      continue;
-    }
-    if (sockets[rank].valid()) {
-      spdlog::warn("rejected a second data connection claiming rank {} from {}", rank, from);
-      continue;
-    }
-    net::tune_for_data_plane(connection.get());
-    sockets[rank] = std::move(connection);
-    --missing;
+  std::unique_lock lock(loop_->mutex);
+  const bool complete =
+      loop_->arrived.wait_until(lock, deadline.when(), [this] { return loop_->missing == 0; });
+  loop_->formed = true;
+  if (!complete) {
+    return Status(ErrorCode::peer_lost,
+                  std::to_string(loop_->missing) + " higher ranks never connected");
+  }
+  for (int peer = plan.rank + 1; peer < plan.world_size; ++peer) {
+    sockets[peer] = std::move(loop_->accepted[peer]);
   }
   return {};
-}
-
-IntruderGuard::IntruderGuard(int listener, MeshPlan plan)
-    : listener_(listener), plan_(std::move(plan)), thread_([this] { run(); }) {}
-
-IntruderGuard::~IntruderGuard() {
-  stopping_ = true;
-  thread_.join();
-}
-
-void IntruderGuard::run() {
-  while (!stopping_) {
-    net::UniqueFd connection;
-    if (!net::accept_connection(listener_, net::Deadline::after(std::chrono::milliseconds(200)),
-                                connection)
-             .ok()) {
-      continue;
-    }
-    const std::string from = net::peer_address(connection.get()).to_string();
-    int rank = -1;
-    const Status hello = receive_hello(connection.get(), plan_, rank);
-    spdlog::warn(
-        "rejected a data connection from {}: {}", from,
-        hello.ok() ? "rank " + std::to_string(rank) + " is already connected" : hello.message());
-  }
 }
 
 }  // namespace gradsync::daemon

@@ -1,18 +1,21 @@
-// Forms a rank's data connections: it connects to every lower rank and accepts every higher one,
-// each connection opened by a hello frame (generation, rank, world size). A connection that does
-// not open with a valid hello from an expected rank is logged and closed; the listener keeps
-// rejecting such connections for the daemon's whole life.
+// A worker's data port and the forming of its data connections: a rank connects to every lower
+// rank and accepts every higher one, each connection opened by a hello frame (generation, rank,
+// world size). The port is served on the worker's control event loop for the worker's whole life:
+// every connection's hello is read with a deadline of its own while others are read, so idle or
+// slow strangers delay nobody; one that does not open with a valid hello from an expected rank is
+// logged and closed, and once the mesh has formed every new connection is turned away.
 #pragma once
 
-#include <atomic>
-#include <string>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "collective/status.h"
-#include "engine/peer_mesh.h"
 #include "net/deadline.h"
 #include "net/socket.h"
+
+namespace asio {
+class io_context;
+}
 
 namespace gradsync::daemon {
 
@@ -23,21 +26,21 @@ struct MeshPlan {
   std::vector<net::HostPort> peers;  // by rank
 };
 
-Status form_data_mesh(const MeshPlan& plan, int listener, net::Deadline deadline,
-                      std::vector<net::UniqueFd>& sockets);
-
-// Accepts and turns away every later connection to the data port, with a log line saying why.
-class IntruderGuard {
+class DataPort {
  public:
-  IntruderGuard(int listener, MeshPlan plan);
-  ~IntruderGuard();
+  // Takes the listening socket; accepts nothing until form_mesh().
+  DataPort(asio::io_context& io, net::UniqueFd listener);
+  ~DataPort();
+
+  // Blocks the calling thread until this rank is connected to every other rank of `plan`
+  // (`sockets[r]`, invalid for this rank) or the deadline passes.
+  Status form_mesh(const MeshPlan& plan, net::Deadline deadline,
+                   std::vector<net::UniqueFd>& sockets);
 
  private:
-  void run();
-  int listener_;
-  MeshPlan plan_;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  struct Loop;  // the part that lives on the event loop
+
+  std::shared_ptr<Loop> loop_;
 };
 
 }  // namespace gradsync::daemon

@@ -1,14 +1,10 @@
 // gradsyncd: the coordinator and the worker daemon, one binary with two subcommands. Every knob
 // is declared once below with its flag, its GRADSYNC_* environment variable and its default, and
 // is logged once at start-up.
-#include <signal.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "collective/group_plan.h"
@@ -19,23 +15,6 @@
 namespace {
 
 using gradsync::Status;
-
-// Ends the process on SIGTERM or SIGINT, removing the client socket first.
-void stop_on_signals(std::string socket_path) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::thread([signals, socket_path] {
-    int received = 0;
-    sigwait(&signals, &received);
-    if (!socket_path.empty()) ::unlink(socket_path.c_str());
-    spdlog::info("stopping on signal {}", received);
-    spdlog::default_logger()->flush();
-    std::_Exit(0);
-  }).detach();
-}
 
 gradsync::net::HostPort parse_address(const std::string& flag, const std::string& text) {
   gradsync::net::HostPort address;
@@ -69,7 +48,7 @@ int main(int argc, char** argv) {
   double beta_us_per_byte = 0;
   int heartbeat_timeout_ms = 3000;
   int calibration_ms =
-      static_cast<int>(gradsync::daemon::CoordinatorConfig{}.calibration_budget.count());
+      static_cast<int>(gradsync::daemon::MembershipConfig{}.calibration_budget.count());
   CLI::App* coordinator = app.add_subcommand("coordinator", "Admit workers and assign ranks");
   coordinator->add_option("--listen", listen, "HOST:PORT to listen on (port 0: any)")
       ->envname("GRADSYNC_LISTEN")
@@ -156,25 +135,24 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (coordinator->parsed()) {
-      gradsync::daemon::CoordinatorConfig config{parse_address("--listen", listen),
-                                                 world_size,
-                                                 ready_file,
-                                                 std::nullopt,
-                                                 std::chrono::milliseconds(heartbeat_timeout_ms),
-                                                 std::chrono::milliseconds(calibration_ms)};
+      gradsync::daemon::CoordinatorConfig config;
+      config.listen = parse_address("--listen", listen);
+      config.ready_file = ready_file;
+      config.membership.world_size = world_size;
+      config.membership.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
+      config.membership.calibration_budget = std::chrono::milliseconds(calibration_ms);
       if (alpha_option->count() > 0) {
-        config.network = gradsync::NetworkModel::uniform(alpha_us, beta_us_per_byte);
+        config.membership.network = gradsync::NetworkModel::uniform(alpha_us, beta_us_per_byte);
       }
       spdlog::set_pattern("[%H:%M:%S.%e] [coordinator] [%l] %v");
       spdlog::info(
           "listen={} world_size={} ready_file={} alpha_us={} beta_us_per_byte={} "
           "heartbeat_timeout_ms={} calibration_ms={}",
           listen, world_size, ready_file,
-          config.network ? std::to_string(alpha_us) : std::string("(measured)"),
-          config.network ? std::to_string(beta_us_per_byte) : std::string("(measured)"),
+          config.membership.network ? std::to_string(alpha_us) : std::string("(measured)"),
+          config.membership.network ? std::to_string(beta_us_per_byte) : std::string("(measured)"),
           heartbeat_timeout_ms, calibration_ms);
       if (dry_run) return 0;
-      stop_on_signals("");
       return gradsync::daemon::run_coordinator(config);
     }
     gradsync::daemon::WorkerConfig config;
@@ -197,7 +175,6 @@ int main(int argc, char** argv) {
         algorithm, segment_bytes, spin_us,
         gradsync::net::format_cpu_list(gradsync::net::allowed_cpus()), join_timeout_ms);
     if (dry_run) return 0;
-    stop_on_signals(socket_path);
     return gradsync::daemon::run_worker(config);
   } catch (const CLI::ParseError& error) {
     return app.exit(error);

@@ -2,6 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <mutex>
 #include <thread>
 
 #include "collective/algorithms.h"
@@ -30,62 +36,95 @@ class Worker {
  public:
   explicit Worker(const WorkerConfig& config) : config_(config) {}
 
+  // The main thread forms the group and then runs the ops; a second thread runs the control
+  // event loop (the coordinator channel, the data port, signals) from start to end.
   int run() {
+    asio::io_context control_io(1);
+    auto keep_running = asio::make_work_guard(control_io);
+    asio::signal_set signals(control_io, SIGINT, SIGTERM);
+    signals.async_wait([this](const asio::error_code& error, int signal) {
+      if (!error) stop("stopping on signal " + std::to_string(signal));
+    });
+    std::thread control_thread([&control_io] { control_io.run(); });
+    const int status = serve(control_io);
+    keep_running.reset();
+    control_io.stop();
+    control_thread.join();
+    return status;
+  }
+
+ private:
+  int serve(asio::io_context& control_io) {
     net::UniqueFd data_listener;
     net::UniqueFd control;
     if (Status status = join(data_listener, control); !status.ok()) {
-      spdlog::error("worker: {}", status.message());
-      return 2;
+      return fail("worker: " + status.message());
     }
-    const auto channel =
-        std::make_shared<ControlChannel>(std::move(control), config_.heartbeat_interval, abort_);
-    channel->start();
+    ControlChannel channel(control_io, std::move(control), config_.heartbeat_interval, abort_);
     proto::CoordinatorToWorker message;
-    Status status = channel->next(config_.join_timeout, "the group to form", message);
+    Status status = channel.next(config_.join_timeout, "the group to form", message);
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
-    if (!status.ok()) {
-      spdlog::error("worker: {}", status.message());
-      return 2;
-    }
+    if (!status.ok()) return fail("worker: " + status.message());
     const proto::Assignment assignment = message.assignment();
     const MeshPlan plan = plan_from(assignment);
     rank_ = plan.rank;
     spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
                  plan.generation);
+    DataPort data_port(control_io, std::move(data_listener));
     std::vector<net::UniqueFd> sockets;
-    status = form_data_mesh(plan, data_listener.get(), net::Deadline::after(kMeshTimeout), sockets);
-    if (!status.ok()) {
-      spdlog::error("worker rank {}: {}", plan.rank, status.message());
-      return 2;
-    }
+    status = data_port.form_mesh(plan, net::Deadline::after(kMeshTimeout), sockets);
+    if (!status.ok()) return fail("worker rank " + std::to_string(rank_) + ": " + status.message());
     engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(sockets));
-    IntruderGuard guard(data_listener.get(), plan);
     proto::GroupPlan plan_message;
-    if (Status ready = prepare_plan(assignment, mesh, *channel, plan_message); !ready.ok()) {
-      spdlog::error("worker rank {}: {}", plan.rank, ready.message());
-      return 2;
+    if (Status ready = prepare_plan(assignment, mesh, channel, plan_message); !ready.ok()) {
+      return fail("worker rank " + std::to_string(rank_) + ": " + ready.message());
     }
     spdlog::info("worker rank {}: generation {} plan:\n{}", plan.rank, plan_.generation,
                  describe(plan_));
 
+    {
+      std::lock_guard lock(stop_mutex_);
+      serving_ = true;  // from here a signal stops the op loop, which removes the socket
+    }
     net::UniqueFd client_listener;
     status = net::listen_unix(config_.socket_path, client_listener);
-    if (!status.ok()) {
-      spdlog::error("worker: {}", status.message());
-      return 2;
-    }
+    if (!status.ok()) return fail("worker: " + status.message());
     proto::DaemonHello hello;
     hello.set_rank(plan.rank);
     hello.set_world_size(plan.world_size);
     hello.set_generation(plan.generation);
     for (const int cpu : net::allowed_cpus()) hello.add_cpus(cpu);
-    ClientServer server(std::move(client_listener), hello, plan_message,
-                        [this, &mesh](const PendingOp& op) { run_op(op, mesh); });
-    spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);
-    while (true) std::this_thread::sleep_for(std::chrono::hours(1));
+    {
+      ClientServer server(op_io_, std::move(client_listener), hello, plan_message,
+                          [this, &mesh](const PendingOp& op) { return run_op(op, mesh); });
+      spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);
+      op_io_.run();
+    }
+    ::unlink(config_.socket_path.c_str());
+    spdlog::info("worker rank {}: {}", rank_, abort_.reason().message());
+    return 0;
   }
 
- private:
+  // Ends the worker from the control thread. Once it serves clients: an op in flight fails at
+  // once and the op loop returns, which removes the socket. Before, the main thread may be blocked
+  // in a step of forming the group (connecting, waiting for peers) for up to that step's timeout,
+  // and there is nothing to clean up yet: the process ends at once.
+  void stop(const std::string& why) {
+    std::lock_guard lock(stop_mutex_);
+    if (!serving_) {
+      spdlog::info("worker: {} while the group forms", why);
+      spdlog::default_logger()->flush();
+      std::_Exit(0);
+    }
+    abort_.raise(Status(ErrorCode::aborted, "the worker is " + why));
+    op_io_.stop();
+  }
+
+  static int fail(const std::string& message) {
+    spdlog::error("{}", message);
+    return 2;
+  }
+
   static Status unexpected(const std::string& wanted) {
     return Status(ErrorCode::protocol_error, "the coordinator sent something other than " + wanted);
   }
@@ -101,8 +140,8 @@ class Worker {
       ProbeSettings settings;
       settings.ops = own_ops;
       Status status = probe_links(mesh, abort_, settings, *report.mutable_probe_report());
-      if (status.ok()) status = channel.send(report);
       if (!status.ok()) return status;
+      channel.send(report);
       spdlog::info("worker rank {}: probed {} links in {:.0f} ms", mesh.rank(),
                    report.probe_report().links_size(), report.probe_report().probe_ms());
     }
@@ -114,8 +153,10 @@ class Worker {
       proto::WorkerToCoordinator report;
       Status status = calibrate(mesh, abort_, own_ops, message.calibration_request(),
                                 *report.mutable_calibration_report());
-      if (status.ok()) status = channel.send(report);
-      if (status.ok()) status = channel.next(kPlanTimeout, "the group's plan", message);
+      if (status.ok()) {
+        channel.send(report);
+        status = channel.next(kPlanTimeout, "the group's plan", message);
+      }
       if (!status.ok()) return status;
     }
     if (!message.has_plan()) return unexpected("the group's plan");
@@ -209,7 +250,7 @@ class Worker {
     return {};
   }
 
-  void run_op(const PendingOp& pending, engine::PeerMesh& mesh) {
+  proto::DaemonToClient run_op(const PendingOp& pending, engine::PeerMesh& mesh) {
     const auto start = net::Clock::now();
     engine::ExecuteOptions options;
     options.op_id = mesh.next_op_id();
@@ -241,10 +282,13 @@ class Worker {
     to_proto(status, *result.mutable_status());
     result.set_algorithm(to_proto(options.descriptor.algorithm));
     result.set_elapsed_us(elapsed_us);
-    pending.session->reply(reply);
+    return reply;
   }
 
   const WorkerConfig config_;
+  asio::io_context op_io_{1};
+  std::mutex stop_mutex_;
+  bool serving_ = false;
   engine::AbortSignal abort_;
   GroupPlan plan_;
   int rank_ = -1;

@@ -69,10 +69,9 @@ Status send_with_fd(int fd, std::span<const std::byte> bytes, int attached_fd, D
 
 }  // namespace
 
-Status send_message(int fd, const google::protobuf::MessageLite& message, Deadline deadline,
-                    int attached_fd) {
+Status frame_message(const google::protobuf::MessageLite& message, std::string& framed) {
   // The prefix and the body go out in one write, so that the reader wakes once per message.
-  std::string framed(kLengthPrefixBytes, '\0');
+  framed.assign(kLengthPrefixBytes, '\0');
   message.AppendToString(&framed);
   const std::size_t body_bytes = framed.size() - kLengthPrefixBytes;
   if (body_bytes > kMaxControlMessageBytes) {
@@ -81,6 +80,13 @@ Status send_message(int fd, const google::protobuf::MessageLite& message, Deadli
   }
   const auto prefix = encode_length(static_cast<std::uint32_t>(body_bytes));
   std::memcpy(framed.data(), prefix.data(), prefix.size());
+  return {};
+}
+
+Status send_message(int fd, const google::protobuf::MessageLite& message, Deadline deadline,
+                    int attached_fd) {
+  std::string framed;
+  if (Status status = frame_message(message, framed); !status.ok()) return status;
   const auto bytes = std::as_bytes(std::span(framed.data(), framed.size()));
   return attached_fd >= 0 ? send_with_fd(fd, bytes, attached_fd, deadline)
                           : write_all(fd, bytes, deadline);
@@ -133,18 +139,27 @@ Status MessageReader::read_more(std::size_t wanted, Deadline deadline) {
   end_ -= begin_;
   begin_ = 0;
   buffer_.resize(std::max({buffer_.size(), wanted, kMinimumRead}));
+  // A deadline already passed means "only what is there": a caller woken by its event loop
+  // reads at once, where a poll first would cost it a system call per message.
+  bool may_have_data = deadline.expired();
   while (true) {
-    if (!wait_readable(fd_, deadline)) {
+    if (!may_have_data && !wait_readable(fd_, deadline)) {
       return Status(ErrorCode::deadline_exceeded, "no message arrived in time");
     }
+    may_have_data = false;
     iovec part{buffer_.data() + end_, buffer_.size() - end_};
     ControlBuffer control;
     msghdr header = message_over(part, control);
-    const ssize_t got = ::recvmsg(fd_, &header, MSG_CMSG_CLOEXEC);
+    const ssize_t got = ::recvmsg(fd_, &header, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (got == 0) return Status(ErrorCode::peer_lost, "connection closed by the other side");
     if (got < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      return Status(ErrorCode::peer_lost, std::string("connection lost: ") + std::strerror(errno));
+      if (errno != EAGAIN && errno != EINTR) {
+        return Status(ErrorCode::peer_lost, std::string("connection lost: ") + std::strerror(errno));
+      }
+      if (deadline.expired()) {
+        return Status(ErrorCode::deadline_exceeded, "no message arrived in time");
+      }
+      continue;
     }
     end_ += static_cast<std::size_t>(got);
     bytes_read_ += static_cast<std::uint64_t>(got);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "collective/status.h"
@@ -19,6 +20,9 @@ class MessageLite;
 namespace gradsync::net {
 
 inline constexpr std::uint32_t kMaxControlMessageBytes = 1 << 20;
+
+// The message as it goes on the wire: length prefix and body; fails past the size limit.
+Status frame_message(const google::protobuf::MessageLite& message, std::string& framed);
 
 Status send_message(int fd, const google::protobuf::MessageLite& message, Deadline deadline,
                     int attached_fd = -1);
@@ -35,6 +39,9 @@ class MessageReader {
   // receives a descriptor sent with the message.
   Status receive(google::protobuf::MessageLite& message, Deadline deadline,
                  UniqueFd* attached = nullptr);
+  // Whether bytes of a next message are already read: an event loop must not wait for the
+  // socket before it has taken them.
+  bool buffered() const { return begin_ != end_; }
 
  private:
   // A descriptor and where it came: the kernel ends a read with the message that carried one,

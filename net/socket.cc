@@ -256,6 +256,25 @@ Status read_exact(int fd, std::span<std::byte> bytes, Deadline deadline) {
   return {};
 }
 
+int peer_pid(int fd) {
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return 0;
+  return credentials.pid;
+}
+
+bool peer_has_closed(int fd) {
+  pollfd state{fd, POLLRDHUP, 0};
+  return ::poll(&state, 1, 0) == 1 && (state.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+}
+
+bool is_ipv6_socket(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  return address.ss_family == AF_INET6;
+}
+
 bool wait_readable(int fd, Deadline deadline) { return wait_for(fd, POLLIN, deadline); }
 bool wait_writable(int fd, Deadline deadline) { return wait_for(fd, POLLOUT, deadline); }
 

@@ -27,6 +27,12 @@ Status listen_tcp(const HostPort& address, UniqueFd& listener);
 // The address a listening or connected socket is bound to locally / connected to remotely.
 HostPort local_address(int fd);
 HostPort peer_address(int fd);
+// The process id of a unix socket's peer (0 if the kernel does not say).
+int peer_pid(int fd);
+// Whether the other end of a connected socket has closed it (not waiting).
+bool peer_has_closed(int fd);
+// Whether a socket is bound to an IPv6 address (an event loop adopting it needs the family).
+bool is_ipv6_socket(int fd);
 
 Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket);
 // Retries connect_tcp until it succeeds or the deadline passes: for a peer that may still be

@@ -7,7 +7,7 @@ packages=(
   g++ cmake ninja-build
   protobuf-compiler libprotobuf-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev
-  libgtest-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev libasio-dev
   iproute2 python3 python3-yaml
 )
 

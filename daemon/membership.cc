@@ -1,0 +1,276 @@
+#include "daemon/membership.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "daemon/plan_builder.h"
+#include "net/socket.h"
+#include "proto/convert.h"
+
+namespace gradsync::daemon {
+
+namespace {
+
+Status protocol_error(const std::string& message) {
+  return Status(ErrorCode::protocol_error, message);
+}
+
+Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
+
+// Records a report of rank `rank` into `slots`; `all` receives every rank's once the last is in.
+template <typename Report>
+void collect(int rank, const Report& report, std::vector<std::optional<Report>>& slots,
+             std::optional<std::vector<Report>>& all) {
+  slots[rank] = report;
+  std::vector<Report> reports;
+  for (const auto& slot : slots) {
+    if (!slot) return;
+    reports.push_back(*slot);
+  }
+  all = std::move(reports);
+}
+
+}  // namespace
+
+int Membership::members() const {
+  return static_cast<int>(stage_ == Stage::forming ? joined_.size() : by_rank_.size());
+}
+
+void Membership::connected(ConnectionId connection, const std::string& from, TimePoint now) {
+  connections_[connection] = Connection{from, now + config_.join_timeout, std::nullopt, -1};
+}
+
+void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& message,
+                          TimePoint now) {
+  const auto found = connections_.find(id);
+  if (found == connections_.end()) return;  // closed already; a late message changes nothing
+  Connection& connection = found->second;
+  if (!connection.join) {
+    if (Status status = admit(id, connection, message); !status.ok()) {
+      spdlog::warn("coordinator: rejected a connection from {}: {}", connection.from,
+                   status.message());
+      close(id, status.message());
+      return;
+    }
+    connection.deadline = now + config_.heartbeat_timeout;
+    if (static_cast<int>(joined_.size()) == config_.world_size) form_group();
+    return;
+  }
+  connection.deadline = now + config_.heartbeat_timeout;
+  if (Status status = take(connection, message); !status.ok()) lose(id, status.message());
+}
+
+void Membership::disconnected(ConnectionId connection, const std::string& reason) {
+  if (connections_.contains(connection)) lose(connection, reason);
+}
+
+void Membership::tick(TimePoint now) {
+  std::vector<std::pair<ConnectionId, std::string>> expired;
+  for (const auto& [id, connection] : connections_) {
+    if (connection.deadline > now) continue;
+    expired.emplace_back(id, connection.join ? "no heartbeat for " +
+                                                   std::to_string(config_.heartbeat_timeout.count()) +
+                                                   " ms"
+                                             : "no join request within " +
+                                                   std::to_string(config_.join_timeout.count()) +
+                                                   " ms");
+  }
+  for (const auto& [id, reason] : expired) lose(id, reason);
+}
+
+std::optional<TimePoint> Membership::next_deadline() const {
+  std::optional<TimePoint> earliest;
+  for (const auto& [id, connection] : connections_) {
+    if (!earliest || connection.deadline < *earliest) earliest = connection.deadline;
+  }
+  return earliest;
+}
+
+std::vector<Action> Membership::take_actions() { return std::exchange(actions_, {}); }
+
+Status Membership::admit(ConnectionId id, Connection& connection,
+                         const proto::WorkerToCoordinator& first) {
+  if (!first.has_join()) return protocol_error("the first message is not a join request");
+  net::HostPort address;
+  if (Status status = net::parse_host_port(first.join().data_address(), address); !status.ok()) {
+    return invalid("bad data address: " + status.message());
+  }
+  if (stage_ != Stage::forming) {
+    return invalid("the group of " + std::to_string(config_.world_size) + " is complete");
+  }
+  const int requested = first.join().requested_rank();
+  if (requested < -1 || requested >= config_.world_size) {
+    return invalid("asks for rank " + std::to_string(requested) + " in a group of " +
+                   std::to_string(config_.world_size));
+  }
+  for (const ConnectionId other : joined_) {
+    if (requested >= 0 && connections_.at(other).join->requested_rank() == requested) {
+      return invalid("asks for rank " + std::to_string(requested) + ", already taken");
+    }
+  }
+  connection.join = first.join();
+  joined_.push_back(id);
+  spdlog::info("coordinator: {} joined ({} of {}), data address {}", connection.from,
+               joined_.size(), config_.world_size, first.join().data_address());
+  return {};
+}
+
+Status Membership::take(const Connection& connection, const proto::WorkerToCoordinator& message) {
+  if (message.has_heartbeat()) return {};
+  if (message.has_probe_report()) return take_probe_report(connection, message.probe_report());
+  if (message.has_calibration_report()) {
+    return take_calibration_report(connection, message.calibration_report());
+  }
+  return protocol_error(message.has_join() ? "a second join request"
+                                           : "a message other than a heartbeat");
+}
+
+Status Membership::take_probe_report(const Connection& member, const proto::ProbeReport& report) {
+  if (stage_ != Stage::probing || probe_reports_[member.rank].has_value()) {
+    return protocol_error("a probe report the coordinator did not ask for");
+  }
+  if (Status check = check_probe_report(report, kGeneration, member.rank, config_.world_size);
+      !check.ok()) {
+    return check;
+  }
+  std::optional<std::vector<proto::ProbeReport>> reports;
+  collect(member.rank, report, probe_reports_, reports);
+  if (!reports) return {};
+  plan_ = plan_from_reports(kGeneration, *reports);
+  calibration_request_ = calibration_request(plan_, config_.calibration_budget);
+  if (calibration_request_.sizes().empty()) {
+    publish();
+    return {};
+  }
+  stage_ = Stage::calibrating;
+  spdlog::info("coordinator: links probed in {:.0f} ms; calibrating all-reduce at {} sizes",
+               plan_.probe_ms, calibration_request_.sizes_size());
+  proto::CoordinatorToWorker message;
+  *message.mutable_calibration_request() = calibration_request_;
+  send_to_members(message);
+  return {};
+}
+
+Status Membership::take_calibration_report(const Connection& member,
+                                           const proto::CalibrationReport& report) {
+  if (stage_ != Stage::calibrating || calibration_reports_[member.rank].has_value()) {
+    return protocol_error("a calibration report the coordinator did not ask for");
+  }
+  if (Status check = check_calibration_report(report, calibration_request_, member.rank);
+      !check.ok()) {
+    return check;
+  }
+  std::optional<std::vector<proto::CalibrationReport>> reports;
+  collect(member.rank, report, calibration_reports_, reports);
+  if (!reports) return {};
+  add_calibration(plan_, *reports);
+  publish();
+  return {};
+}
+
+// Requested ranks first, the others in order of arrival.
+void Membership::form_group() {
+  std::vector<bool> taken(config_.world_size, false);
+  by_rank_.assign(config_.world_size, 0);
+  for (const ConnectionId id : joined_) {
+    Connection& member = connections_.at(id);
+    if (member.join->requested_rank() >= 0) {
+      member.rank = member.join->requested_rank();
+      taken[member.rank] = true;
+      by_rank_[member.rank] = id;
+    }
+  }
+  int next = 0;
+  for (const ConnectionId id : joined_) {
+    Connection& member = connections_.at(id);
+    if (member.rank >= 0) continue;
+    while (taken[next]) ++next;
+    member.rank = next;
+    taken[next] = true;
+    by_rank_[next] = id;
+  }
+  joined_.clear();
+  spdlog::info("coordinator: group formed, generation {}; {}", kGeneration,
+               config_.network ? "the algorithm table comes from the given model"
+                               : "the workers are probing their links");
+  proto::CoordinatorToWorker message;
+  proto::Assignment& assignment = *message.mutable_assignment();
+  assignment.set_generation(kGeneration);
+  assignment.set_world_size(config_.world_size);
+  assignment.set_probe_links(!config_.network);
+  for (int rank = 0; rank < config_.world_size; ++rank) {
+    proto::Peer& peer = *assignment.add_peers();
+    peer.set_rank(rank);
+    peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
+  }
+  for (int rank = 0; rank < config_.world_size; ++rank) {
+    assignment.set_rank(rank);
+    send(by_rank_[rank], message);
+  }
+  probe_reports_.resize(config_.world_size);
+  calibration_reports_.resize(config_.world_size);
+  stage_ = Stage::probing;
+  if (config_.network) {
+    plan_ = plan_from_model(kGeneration, config_.world_size, *config_.network);
+    publish();
+  }
+}
+
+void Membership::publish() {
+  stage_ = Stage::published;
+  spdlog::info("coordinator: generation {} plan ({}):\n{}", plan_.generation,
+               plan_.measured ? "probing took " + std::to_string(plan_.probe_ms) +
+                                    " ms, calibration " + std::to_string(plan_.calibration_ms) +
+                                    " ms"
+                              : std::string("from the given model"),
+               describe(plan_));
+  proto::CoordinatorToWorker message;
+  to_proto(plan_, *message.mutable_plan());
+  send_to_members(message);
+}
+
+void Membership::send_to_members(const proto::CoordinatorToWorker& message) {
+  for (const ConnectionId id : by_rank_) {
+    if (connections_.contains(id)) send(id, message);
+  }
+}
+
+void Membership::send(ConnectionId id, const proto::CoordinatorToWorker& message) {
+  actions_.push_back(Action{Action::Kind::send, id, message, {}});
+}
+
+void Membership::close(ConnectionId id, const std::string& reason) {
+  connections_.erase(id);
+  actions_.push_back(Action{Action::Kind::close, id, {}, reason});
+}
+
+void Membership::lose(ConnectionId id, const std::string& reason) {
+  const Connection lost = connections_.at(id);
+  if (stage_ == Stage::forming || lost.rank < 0) {
+    std::erase(joined_, id);
+    if (lost.join) {
+      spdlog::warn("coordinator: {} left before the group formed: {}", lost.from, reason);
+    } else {
+      spdlog::warn("coordinator: rejected a connection from {}: {}", lost.from, reason);
+    }
+    close(id, reason);
+    return;
+  }
+  spdlog::warn("coordinator: lost rank {} ({}): {}", lost.rank, lost.from, reason);
+  if (stage_ != Stage::aborted) {
+    stage_ = Stage::aborted;
+    proto::CoordinatorToWorker message;
+    proto::Abort& abort = *message.mutable_abort();
+    abort.set_generation(kGeneration);
+    abort.add_lost_ranks(lost.rank);
+    to_proto(Status(ErrorCode::peer_lost,
+                    "rank " + std::to_string(lost.rank) + " was lost (" + reason + ")"),
+             *abort.mutable_reason());
+    // The lost member too: one that sent something wrong is still listening.
+    send_to_members(message);
+  }
+  close(id, reason);
+}
+
+}  // namespace gradsync::daemon

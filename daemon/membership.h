@@ -1,0 +1,111 @@
+// The coordinator's membership logic (DESIGN.md §1, §5, §6) as a pure state machine: events in
+// (a connection opened, a message, a connection lost, the clock), actions out (send a message,
+// close a connection). It admits workers, assigns ranks, collects probe and calibration reports,
+// publishes the plan and aborts the generation when a member is lost or silent. No sockets, no
+// threads and no clock of its own: the caller passes the time, so tests drive it with a fake one.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collective/cost_model.h"
+#include "collective/group_plan.h"
+#include "collective/status.h"
+#include "gradsync.pb.h"
+
+namespace gradsync::daemon {
+
+using ConnectionId = std::uint64_t;
+using TimePoint = std::chrono::steady_clock::time_point;
+
+struct MembershipConfig {
+  int world_size = 1;
+  // Given: the algorithm table is built from it. Empty: the workers probe their links and the
+  // table is built from what they measured.
+  std::optional<NetworkModel> network;
+  std::chrono::milliseconds heartbeat_timeout{3000};
+  // How long, by the measured model, calibrating all-reduce may take once the links are probed;
+  // 0: no calibration, the table comes from the α-β-γ model alone.
+  std::chrono::milliseconds calibration_budget{750};
+  // A connection that has not asked to join by then is closed: an idle stranger holds nothing.
+  std::chrono::milliseconds join_timeout{10'000};
+};
+
+struct Action {
+  enum class Kind { send, close };
+  Kind kind = Kind::send;
+  ConnectionId connection = 0;
+  proto::CoordinatorToWorker message;  // send
+  std::string reason;                  // close: why, for the log
+};
+
+class Membership {
+ public:
+  // What the coordinator waits for: members, then (unless given a model) probe reports, then
+  // calibration reports (unless the budget allows none); then the plan is out, until a member is
+  // lost.
+  enum class Stage { forming, probing, calibrating, published, aborted };
+
+  explicit Membership(MembershipConfig config) : config_(std::move(config)) {}
+
+  void connected(ConnectionId connection, const std::string& from, TimePoint now);
+  void received(ConnectionId connection, const proto::WorkerToCoordinator& message,
+                TimePoint now);
+  // The connection is gone (closed by the other side, unreadable, or too slow to take what it
+  // is sent); `reason` says which.
+  void disconnected(ConnectionId connection, const std::string& reason);
+  // Closes connections whose deadline (join or heartbeat) has passed.
+  void tick(TimePoint now);
+
+  // The earliest deadline tick() must see; nullopt while nothing has one.
+  std::optional<TimePoint> next_deadline() const;
+  // The actions since the last call, in order.
+  std::vector<Action> take_actions();
+
+  Stage stage() const { return stage_; }
+  std::uint64_t generation() const { return kGeneration; }
+  // Workers that have joined (before the group forms) or hold a rank (after).
+  int members() const;
+  const GroupPlan& plan() const { return plan_; }
+
+ private:
+  static constexpr std::uint64_t kGeneration = 1;
+
+  struct Connection {
+    std::string from;
+    TimePoint deadline;  // join, then heartbeat
+    std::optional<proto::JoinRequest> join;
+    int rank = -1;  // once the group has formed
+  };
+
+  Status admit(ConnectionId id, Connection& connection, const proto::WorkerToCoordinator& first);
+  Status take(const Connection& connection, const proto::WorkerToCoordinator& message);
+  Status take_probe_report(const Connection& member, const proto::ProbeReport& report);
+  Status take_calibration_report(const Connection& member,
+                                 const proto::CalibrationReport& report);
+  void form_group();
+  void publish();
+  void send_to_members(const proto::CoordinatorToWorker& message);
+  void send(ConnectionId id, const proto::CoordinatorToWorker& message);
+  void close(ConnectionId id, const std::string& reason);
+  // Drops a connection for `reason`: before the group forms it only leaves; after, the group is
+  // aborted and every member is told.
+  void lose(ConnectionId id, const std::string& reason);
+
+  const MembershipConfig config_;
+  std::map<ConnectionId, Connection> connections_;
+  std::vector<ConnectionId> joined_;   // in order of arrival, until the group forms
+  std::vector<ConnectionId> by_rank_;  // once formed
+  Stage stage_ = Stage::forming;
+  std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
+  std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
+  proto::CalibrationRequest calibration_request_;
+  GroupPlan plan_;
+  std::vector<Action> actions_;
+};
+
+}  // namespace gradsync::daemon

@@ -1,0 +1,218 @@
+// The coordinator's membership state machine (daemon/membership.h) driven with a fake clock and no
+// sockets: formation and rank assignment, joins it must refuse, heartbeat expiry and the abort
+// that reaches every member, idle connections closed at their join deadline, and the plan
+// published once every report is in.
+#include "daemon/membership.h"
+
+#include <gtest/gtest.h>
+
+#include "proto/convert.h"
+
+namespace gradsync::daemon {
+namespace {
+
+using std::chrono::milliseconds;
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  // A group of `world_size` whose table comes from a given model (no probing), unless `probe`.
+  void start(int world_size, bool probe = false) {
+    MembershipConfig config;
+    config.world_size = world_size;
+    config.heartbeat_timeout = milliseconds(3000);
+    config.join_timeout = milliseconds(10'000);
+    config.calibration_budget = milliseconds(0);
+    if (!probe) config.network = NetworkModel::uniform(10.0, 0.001);
+    membership_.emplace(config);
+  }
+
+  // Connection `id` opens and asks to join (for `rank`, or any).
+  void join(ConnectionId id, int rank = -1) {
+    membership_->connected(id, "10.0.0." + std::to_string(id) + ":1", now_);
+    proto::WorkerToCoordinator message;
+    message.mutable_join()->set_data_address("127.0.0.1:" + std::to_string(5000 + id));
+    message.mutable_join()->set_requested_rank(rank);
+    membership_->received(id, message, now_);
+  }
+
+  void heartbeat(ConnectionId id) {
+    proto::WorkerToCoordinator message;
+    message.mutable_heartbeat();
+    membership_->received(id, message, now_);
+  }
+
+  void advance(milliseconds by) {
+    now_ += by;
+    membership_->tick(now_);
+  }
+
+  // The ranks that the assignments sent since the last call give each connection.
+  std::map<ConnectionId, int> assignments(const std::vector<Action>& actions) {
+    std::map<ConnectionId, int> ranks;
+    for (const Action& action : actions) {
+      if (action.kind == Action::Kind::send && action.message.has_assignment()) {
+        ranks[action.connection] = action.message.assignment().rank();
+      }
+    }
+    return ranks;
+  }
+
+  static std::vector<ConnectionId> sent(const std::vector<Action>& actions,
+                                        bool (proto::CoordinatorToWorker::*has)() const) {
+    std::vector<ConnectionId> to;
+    for (const Action& action : actions) {
+      if (action.kind == Action::Kind::send && (action.message.*has)()) {
+        to.push_back(action.connection);
+      }
+    }
+    return to;
+  }
+
+  static std::vector<ConnectionId> closed(const std::vector<Action>& actions) {
+    std::vector<ConnectionId> ids;
+    for (const Action& action : actions) {
+      if (action.kind == Action::Kind::close) ids.push_back(action.connection);
+    }
+    return ids;
+  }
+
+  std::optional<Membership> membership_;
+  TimePoint now_{std::chrono::seconds(1000)};
+};
+
+TEST_F(MembershipTest, FormsOnceEveryWorkerHasJoinedGivingRequestedRanksFirst) {
+  start(3);
+  join(1);
+  join(2, 0);
+  EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
+  EXPECT_TRUE(membership_->take_actions().empty());
+  join(3);
+  const std::vector<Action> actions = membership_->take_actions();
+  EXPECT_EQ(assignments(actions), (std::map<ConnectionId, int>{{1, 1}, {2, 0}, {3, 2}}));
+  // Given a model, the plan goes out with the assignment.
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_plan),
+            (std::vector<ConnectionId>{2, 1, 3}));
+  EXPECT_EQ(membership_->stage(), Membership::Stage::published);
+}
+
+TEST_F(MembershipTest, RefusesATakenRankABadAddressANonJoinAndALateJoiner) {
+  start(2);
+  join(1, 1);
+  join(2, 1);  // taken
+  membership_->connected(3, "stranger", now_);
+  proto::WorkerToCoordinator heartbeat_first;
+  heartbeat_first.mutable_heartbeat();
+  membership_->received(3, heartbeat_first, now_);
+  membership_->connected(4, "bad address", now_);
+  proto::WorkerToCoordinator bad;
+  bad.mutable_join()->set_data_address("no port here");
+  membership_->received(4, bad, now_);
+  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{2, 3, 4}));
+  join(5);
+  EXPECT_EQ(membership_->stage(), Membership::Stage::published);
+  membership_->take_actions();
+  join(6);  // the group is complete
+  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{6}));
+  EXPECT_EQ(membership_->stage(), Membership::Stage::published);
+}
+
+TEST_F(MembershipTest, ClosesAConnectionThatNeverAsksToJoinAtItsDeadline) {
+  start(2);
+  membership_->connected(1, "idle", now_);
+  join(2);
+  for (int beat = 0; beat < 4; ++beat) {
+    advance(milliseconds(2000));
+    heartbeat(2);
+  }
+  advance(milliseconds(1999));
+  EXPECT_TRUE(membership_->take_actions().empty());
+  advance(milliseconds(1));
+  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{1}));
+  EXPECT_EQ(membership_->members(), 1);
+}
+
+TEST_F(MembershipTest, AWorkerSilentBeforeTheGroupFormsOnlyLeavesIt) {
+  start(3);
+  join(1);
+  join(2);
+  advance(milliseconds(2000));
+  heartbeat(1);
+  advance(milliseconds(1000));  // 2 has been silent for 3 s
+  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{2}));
+  EXPECT_EQ(membership_->members(), 1);
+  join(3);
+  join(4);
+  EXPECT_EQ(assignments(membership_->take_actions()),
+            (std::map<ConnectionId, int>{{1, 0}, {3, 1}, {4, 2}}));
+}
+
+TEST_F(MembershipTest, AMemberSilentForTheHeartbeatTimeoutAbortsTheGroupForEveryone) {
+  start(3);
+  join(1);
+  join(2);
+  join(3);
+  membership_->take_actions();
+  EXPECT_EQ(membership_->next_deadline(), now_ + milliseconds(3000));
+  advance(milliseconds(2500));
+  heartbeat(1);
+  heartbeat(3);
+  advance(milliseconds(499));
+  EXPECT_TRUE(membership_->take_actions().empty());
+  advance(milliseconds(1));
+  const std::vector<Action> actions = membership_->take_actions();
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_abort),
+            (std::vector<ConnectionId>{1, 2, 3}));
+  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2}));
+  EXPECT_EQ(membership_->stage(), Membership::Stage::aborted);
+  const proto::Abort& abort = actions.front().message.abort();
+  EXPECT_EQ(abort.lost_ranks(0), 1);
+  EXPECT_EQ(abort.reason().message(), "rank 1 was lost (no heartbeat for 3000 ms)");
+  // A second loss aborts nothing more.
+  membership_->disconnected(1, "closed");
+  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{1}));
+}
+
+TEST_F(MembershipTest, AMemberThatSendsSomethingUnexpectedAbortsTheGroup) {
+  start(2);
+  join(1);
+  join(2);
+  membership_->take_actions();
+  proto::WorkerToCoordinator second_join;
+  second_join.mutable_join()->set_data_address("127.0.0.1:1");
+  membership_->received(2, second_join, now_);
+  const std::vector<Action> actions = membership_->take_actions();
+  ASSERT_FALSE(actions.empty());
+  EXPECT_EQ(actions.front().message.abort().reason().message(),
+            "rank 1 was lost (a second join request)");
+  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2}));
+}
+
+TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
+  start(2, /*probe=*/true);
+  join(1);
+  join(2);
+  EXPECT_EQ(membership_->stage(), Membership::Stage::probing);
+  EXPECT_TRUE(sent(membership_->take_actions(), &proto::CoordinatorToWorker::has_plan).empty());
+  for (ConnectionId id : {1, 2}) {
+    const int rank = static_cast<int>(id) - 1;
+    proto::WorkerToCoordinator message;
+    proto::ProbeReport& report = *message.mutable_probe_report();
+    report.set_generation(membership_->generation());
+    report.set_rank(rank);
+    report.set_gamma_us_per_byte(0.0001);
+    proto::LinkMeasurement& link = *report.add_links();
+    link.set_from_rank(rank);
+    link.set_to_rank(1 - rank);
+    link.set_alpha_us(20.0);
+    link.set_beta_us_per_byte(0.001);
+    membership_->received(id, message, now_);
+    EXPECT_EQ(membership_->stage(), id == 1 ? Membership::Stage::probing
+                                            : Membership::Stage::published);
+  }
+  EXPECT_EQ(sent(membership_->take_actions(), &proto::CoordinatorToWorker::has_plan),
+            (std::vector<ConnectionId>{1, 2}));
+  EXPECT_EQ(membership_->plan().world_size, 2);
+}
+
+}  // namespace
+}  // namespace gradsync::daemon
