@@ -112,7 +112,8 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       *reply.mutable_plan() = plan;
       session->reply(reply);
     } else if (message.has_attach()) {
-      if (!claim(session).ok()) return true;  // its ops are refused, with the reason
+      // Any client may hand over memory; only the rank's submitting client runs ops on it, and a
+      // refused one keeps its regions for when the rank is free.
       attach(*session, message.attach(), std::move(attached));
     } else if (message.has_submit()) {
       PendingOp op{session, message.submit(), nullptr};

@@ -1,0 +1,133 @@
+// The control plane of a real cluster: one submitting client per rank (a second is refused with a
+// message naming the first, so two clients' ops can never be paired with each other), SIGTERM
+// ending a worker cleanly, and a thousand idle connections to the coordinator and to a worker's
+// data port costing neither the group's formation nor CPU.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "net/socket.h"
+#include "support/cluster.h"
+#include "support/tensor_values.h"
+
+namespace gradsync {
+namespace {
+
+using testing::Bytes;
+
+void expect_allreduce_works(testing::TestCluster& cluster, std::uint64_t count = 777) {
+  const int p = static_cast<int>(cluster.clients.size());
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    Bytes data = testing::contribution(DataType::f32, ReduceOp::sum, rank, count);
+    client.allreduce(data.data(), count, DataType::f32);
+    EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, p, count));
+  });
+}
+
+// User plus system CPU time of a process, in clock ticks.
+long cpu_ticks(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  long utime = 0;
+  long stime = 0;
+  for (int index = 3; fields >> field; ++index) {
+    if (index == 14) utime = std::stol(field);
+    if (index == 15) {
+      stime = std::stol(field);
+      break;
+    }
+  }
+  return utime + stime;
+}
+
+std::vector<net::UniqueFd> idle_connections(const std::string& address, int count) {
+  net::HostPort target;
+  EXPECT_TRUE(net::parse_host_port(address, target).ok()) << address;
+  std::vector<net::UniqueFd> connections(count);
+  for (auto& connection : connections) {
+    EXPECT_TRUE(
+        net::connect_tcp(target, net::Deadline::after(std::chrono::seconds(5)), connection).ok());
+  }
+  return connections;
+}
+
+TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  expect_allreduce_works(cluster);  // rank 0's ops now come from clients[0]
+
+  Client second = Client::connect(cluster.cluster->sockets()[0]);
+  std::vector<float> ones(777, 100.0f);
+  try {
+    second.allreduce(ones.data(), ones.size(), DataType::f32);
+    ADD_FAILURE() << "a second submitting client was served";
+  } catch (const ClientError& error) {
+    const std::string expected = "rank 0 already has a submitting client (pid " +
+                                 std::to_string(::getpid()) + ", since ";
+    EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(ones, std::vector<float>(777, 100.0f));  // nothing was summed into it
+  // A read-only connection is always served, and the first client goes on unharmed.
+  EXPECT_EQ(second.rank(), 0);
+  expect_allreduce_works(cluster);
+
+  // Once the first client has gone, the rank takes ops from the next one.
+  cluster.clients[0] = std::move(second);
+  expect_allreduce_works(cluster);
+}
+
+TEST(ClusterControlPlane, SigtermEndsAServingWorkerWithStatusZeroAndRemovesItsSocket) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  const std::string socket = cluster.cluster->sockets()[1];
+  ASSERT_TRUE(std::filesystem::exists(socket));
+  ASSERT_EQ(::kill(cluster.cluster->worker(1).pid(), SIGTERM), 0);
+  EXPECT_EQ(cluster.cluster->worker(1).wait(), 0) << cluster.cluster->log_of_worker(1);
+  EXPECT_FALSE(std::filesystem::exists(socket));
+  EXPECT_NE(cluster.cluster->log_of_worker(1).find("stopping on signal 15"), std::string::npos);
+}
+
+TEST(ClusterControlPlane, AThousandIdleConnectionsNeitherStopAGroupNorCostCpu) {
+  constexpr int kIdle = 1000;
+  // Connections that send nothing are open to the coordinator while the workers join.
+  std::unique_ptr<cli::LocalCluster> local;
+  std::vector<net::UniqueFd> at_coordinator;
+  cli::LocalClusterOptions options;
+  options.workers = 2;
+  options.daemon_path = GRADSYNC_DAEMON;
+  options.before_workers = [&](const std::string& coordinator) {
+    at_coordinator = idle_connections(coordinator, kIdle);
+  };
+  ASSERT_TRUE(cli::LocalCluster::start(options, local).ok());
+  ASSERT_EQ(at_coordinator.size(), static_cast<std::size_t>(kIdle));
+  testing::TestCluster cluster{std::move(local), {}};
+  for (const std::string& socket : cluster.cluster->sockets()) {
+    cluster.clients.push_back(Client::connect(socket));
+  }
+  expect_allreduce_works(cluster);
+
+  std::smatch match;
+  const std::string log = cluster.cluster->log_of_worker(0);
+  ASSERT_TRUE(std::regex_search(log, match, std::regex("data address ([0-9.]+:[0-9]+)"))) << log;
+  std::vector<net::UniqueFd> at_data_port = idle_connections(match[1].str(), kIdle);
+  expect_allreduce_works(cluster, 1 << 18);
+
+  // Idle, with 2000 idle connections open: the daemons sleep.
+  const pid_t coordinator = cluster.cluster->coordinator().pid();
+  const pid_t worker = cluster.cluster->worker(0).pid();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long before = cpu_ticks(coordinator) + cpu_ticks(worker);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const long used = cpu_ticks(coordinator) + cpu_ticks(worker) - before;
+  EXPECT_LE(used, 5) << "clock ticks of CPU in one idle second";  // 50 ms at 100 Hz
+}
+
+}  // namespace
+}  // namespace gradsync
