@@ -21,6 +21,7 @@
 #include "collective/algorithms.h"
 #include "collective/cost_model.h"
 #include "collective/reduce_kernels.h"
+#include "config/cli_knobs.h"
 
 namespace gradsync::cli {
 
@@ -41,7 +42,7 @@ struct BenchOptions {
   // Given (both or neither): the predicted column uses them instead of the group's measured plan.
   double alpha_us = 0;
   double beta_us_per_byte = 0;
-  int connect_timeout_ms = 60'000;
+  int connect_timeout_ms = 0;
   bool dry_run = false;
   bool copy = false;
 
@@ -296,11 +297,11 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
                    "(gradsync local sets GRADSYNC_SOCKETS to every rank's)")
       ->envname("GRADSYNC_SOCKETS");
   command->add_option("--dtype", options->dtype, "Element type")
-      ->check(CLI::IsMember({"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}));
+      ->check(CLI::IsMember(config::names_of(kAllDataTypes)));
   command->add_option("--op", options->op, "Reduce op")
-      ->check(CLI::IsMember({"sum", "prod", "min", "max", "avg"}));
+      ->check(CLI::IsMember(config::names_of(kAllReduceOps)));
   command->add_option("--algorithm", options->algorithm, "auto, all, or one algorithm")
-      ->check(CLI::IsMember({"auto", "all", "tree", "hypercube", "ring", "halving_doubling"}));
+      ->check(CLI::IsMember(config::algorithm_choices({"auto", "all"}, Collective::allreduce)));
   command->add_option("--min-bytes", options->min_bytes, "Smallest size (e.g. 4, 64KiB)");
   command->add_option("--max-bytes", options->max_bytes, "Largest size (e.g. 64MiB)");
   command->add_option("--step-factor", options->step_factor, "Size multiplier between rows")
@@ -325,10 +326,7 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
       ->check(CLI::PositiveNumber)
       ->needs(alpha);
   alpha->needs("--beta-us-per-byte");
-  command
-      ->add_option("--connect-timeout-ms", options->connect_timeout_ms,
-                   "How long to wait for the daemons to serve clients")
-      ->check(CLI::Range(0, 3'600'000));
+  config::add_knob(*command, knobs::kConnectTimeoutMs, options->connect_timeout_ms);
   command->add_flag("--copy", options->copy,
                     "Submit from private memory (two copies per op) instead of shared tensors");
   command->add_flag("--dry-run", options->dry_run, "Check the options and exit without connecting");

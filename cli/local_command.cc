@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/local_cluster.h"
+#include "config/cli_knobs.h"
 
 namespace gradsync::cli {
 
@@ -67,16 +68,19 @@ void add_local_command(CLI::App& app, std::function<int()>& action) {
   command
       ->add_option("--algorithm", options->cluster.algorithm,
                    "Force an algorithm for every op that asks for auto")
-      ->check(CLI::IsMember({"tree", "hypercube", "ring", "halving_doubling", "direct", "bruck"}));
+      ->check(CLI::IsMember(config::algorithm_choices({})));
+  // The workers' own knobs, given on to them; unset, the workers' defaults hold, except the spin,
+  // which follows the rule in spin_us_for().
   command
-      ->add_option("--segment-bytes", options->cluster.segment_bytes,
-                   "Pipelining segment size of the workers")
-      ->check(CLI::Range(std::size_t{4096}, std::size_t{64} << 20));
+      ->add_option(std::string(knobs::kSegmentBytes.flag), options->cluster.segment_bytes,
+                   std::string(knobs::kSegmentBytes.help) + " of the workers")
+      ->check(CLI::Range(knobs::kSegmentBytes.min, knobs::kSegmentBytes.max));
   command
-      ->add_option("--spin-us", options->cluster.spin_us,
-                   "Busy-poll this long before blocking (default: 50 while every worker can have a "
-                   "CPU of its own, else 0)")
-      ->check(CLI::Range(0, 100'000));
+      ->add_option(std::string(knobs::kSpinUs.flag), options->cluster.spin_us,
+                   std::string(knobs::kSpinUs.help) + " (default: " +
+                       std::to_string(kSpinUsWithOwnCpu) +
+                       " while every worker can have a CPU of its own, else 0)")
+      ->check(CLI::Range(knobs::kSpinUs.min, knobs::kSpinUs.max));
   command->add_flag("!--no-bind-cpus", options->cluster.bind_cpus,
                     "Let the workers run on any CPU (default: worker r on CPU r mod the number of "
                     "CPUs, its bench thread beside it)");

@@ -11,6 +11,7 @@
 #include "cli/prediction_table.h"
 #include "cli/size_list.h"
 #include "collective/cost_model.h"
+#include "config/cli_knobs.h"
 
 namespace gradsync::cli {
 
@@ -98,7 +99,7 @@ void add_model_command(CLI::App& app, std::function<int()>& action) {
                    "Comma-separated message sizes in bytes, e.g. 1000,64KiB,4MiB")
       ->required();
   command->add_option("--dtype", options->dtype_text, "Element type: f32 f64 f16 bf16 i32 i64 u8")
-      ->check(CLI::IsMember({"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}));
+      ->check(CLI::IsMember(config::names_of(kAllDataTypes)));
   command->add_flag("--json", options->json,
                     "Print a JSON array, one object per (size, algorithm)");
   command->callback([options, &action] { action = [options] { return run_model(*options); }; });

@@ -11,6 +11,7 @@
 #include "cli/connect_clients.h"
 #include "cli/prediction_table.h"
 #include "cli/size_list.h"
+#include "config/cli_knobs.h"
 
 namespace gradsync::cli {
 
@@ -20,7 +21,7 @@ struct PlanOptions {
   std::string sockets;
   std::string sizes_text;  // empty: 4 B to 1 GiB, every factor of 4
   bool json = false;
-  int connect_timeout_ms = 60'000;
+  int connect_timeout_ms = 0;
 };
 
 double gigabytes_per_second(double beta_us_per_byte) {
@@ -194,10 +195,7 @@ void add_plan_command(CLI::App& app, std::function<int()>& action) {
   command->add_option("--sizes", options->sizes_text,
                       "Comma-separated all-reduce sizes in bytes (default 4 B to 1 GiB, x4)");
   command->add_flag("--json", options->json, "Print one JSON object");
-  command
-      ->add_option("--connect-timeout-ms", options->connect_timeout_ms,
-                   "How long to wait for the daemons to serve clients")
-      ->check(CLI::Range(0, 3'600'000));
+  config::add_knob(*command, knobs::kConnectTimeoutMs, options->connect_timeout_ms);
   command->callback([options, &action] { action = [options] { return run_plan(*options); }; });
 }
 

@@ -24,6 +24,7 @@
 #include "collective/algorithms.h"
 #include "collective/partition.h"
 #include "collective/types.h"
+#include "config/cli_knobs.h"
 
 namespace gradsync::cli {
 
@@ -40,7 +41,7 @@ struct SubmitOptions {
   std::uint64_t count = 0;
   std::uint64_t total = 0;
   int root = 0;
-  int timeout_ms = 60'000;
+  int timeout_ms = 0;
   bool verbose = false;
   // Which of the optional flags the command line gave.
   bool raw = false;  // --dtype and --count
@@ -260,20 +261,6 @@ const CLI::Validator kElementCount(
     },
     "COUNT");
 
-// The names of `values`, but for `except` (the barrier and its algorithm, which take no tensor;
-// the workers' own link probe).
-template <typename Enum, std::size_t N>
-std::vector<std::string> names_of(const Enum (&values)[N],
-                                  std::initializer_list<Enum> except = {}) {
-  std::vector<std::string> names;
-  for (Enum value : values) {
-    if (std::find(except.begin(), except.end(), value) == except.end()) {
-      names.emplace_back(name(value));
-    }
-  }
-  return names;
-}
-
 }  // namespace
 
 void add_submit_command(CLI::App& app, std::function<int()>& action) {
@@ -284,18 +271,13 @@ void add_submit_command(CLI::App& app, std::function<int()>& action) {
   command
       ->add_option("--collective", options->collective_text,
                    "The collective to run (default allreduce)")
-      ->check(CLI::IsMember(names_of(kAllCollectives, {Collective::barrier})));
+      ->check(CLI::IsMember(config::names_of(kAllCollectives, {Collective::barrier})));
   CLI::Option* op = command->add_option("--op", options->op_text, "The reduction (default sum)")
-                        ->check(CLI::IsMember(names_of(kAllReduceOps)));
+                        ->check(CLI::IsMember(config::names_of(kAllReduceOps)));
   command
       ->add_option("--algorithm", options->algorithm_text,
                    "auto (default) lets the group's algorithm table choose")
-      ->check(CLI::IsMember([] {
-        std::vector<std::string> names =
-            names_of(kAllAlgorithms, {Algorithm::dissemination, Algorithm::probe});
-        names.insert(names.begin(), "auto");
-        return names;
-      }()));
+      ->check(CLI::IsMember(config::algorithm_choices({"auto"})));
   command->add_option("--in", options->in_path, "Input tensor, a .npy file (raw with --dtype)")
       ->required();
   command->add_option("--out", options->out_path, "Output tensor, written in the input's format")
@@ -305,7 +287,7 @@ void add_submit_command(CLI::App& app, std::function<int()>& action) {
           ->add_option("--dtype", options->dtype_text,
                        "Element type of raw little-endian --in and --out files (the only way to "
                        "pass bf16)")
-          ->check(CLI::IsMember(names_of(kAllDataTypes)));
+          ->check(CLI::IsMember(config::names_of(kAllDataTypes)));
   CLI::Option* count =
       command->add_option("--count", options->count, "Element count of the raw input file")
           ->check(kElementCount);
@@ -319,10 +301,7 @@ void add_submit_command(CLI::App& app, std::function<int()>& action) {
           ->check(kElementCount);
   CLI::Option* root = command->add_option("--root", options->root, "broadcast: the root rank")
                           ->check(CLI::Range(0, std::numeric_limits<int>::max()));
-  command
-      ->add_option("--timeout-ms", options->timeout_ms,
-                   "Deadline for connecting and for the op, in milliseconds (default 60000)")
-      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  config::add_knob(*command, knobs::kOpTimeoutMs, options->timeout_ms);
   command->add_flag("--verbose", options->verbose,
                     "Print the rank, the algorithm and the elapsed time");
   command->callback([options, &action, op, count, total, root] {

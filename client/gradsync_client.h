@@ -19,13 +19,14 @@
 #include "collective/group_plan.h"
 #include "collective/status.h"
 #include "collective/types.h"
+#include "config/knobs.h"
 
 namespace gradsync {
 
 struct OpOptions {
   ReduceOp op = ReduceOp::sum;
   std::optional<Algorithm> algorithm;  // empty: the group's algorithm table chooses
-  std::chrono::milliseconds timeout{60'000};
+  std::chrono::milliseconds timeout{knobs::kOpTimeoutMs.default_value};
   std::string name;  // shows in the daemon's log lines
   int root = 0;      // broadcast only
 };

@@ -1,6 +1,6 @@
-// gradsyncd: the coordinator and the worker daemon, one binary with two subcommands. Every knob
-// is declared once below with its flag, its GRADSYNC_* environment variable and its default, and
-// is logged once at start-up.
+// gradsyncd: the coordinator and the worker daemon, one binary with two subcommands. Every flag
+// also reads a GRADSYNC_* environment variable; the knobs other processes share come from the
+// knob table (config/knobs.h), and the start-up log line and --dry-run print what was parsed.
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collective/group_plan.h"
+#include "config/cli_knobs.h"
 #include "daemon/coordinator.h"
 #include "daemon/worker.h"
 #include "net/cpu_affinity.h"
@@ -15,6 +16,8 @@
 namespace {
 
 using gradsync::Status;
+using gradsync::config::add_knob;
+namespace knobs = gradsync::knobs;
 
 gradsync::net::HostPort parse_address(const std::string& flag, const std::string& text) {
   gradsync::net::HostPort address;
@@ -46,9 +49,8 @@ int main(int argc, char** argv) {
   std::string ready_file;
   double alpha_us = 0;
   double beta_us_per_byte = 0;
-  int heartbeat_timeout_ms = 3000;
-  int calibration_ms =
-      static_cast<int>(gradsync::daemon::MembershipConfig{}.calibration_budget.count());
+  int heartbeat_timeout_ms = 0;
+  int calibration_ms = 0;
   CLI::App* coordinator = app.add_subcommand("coordinator", "Admit workers and assign ranks");
   coordinator->add_option("--listen", listen, "HOST:PORT to listen on (port 0: any)")
       ->envname("GRADSYNC_LISTEN")
@@ -74,25 +76,16 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->needs(alpha_option);
   alpha_option->needs("--beta-us-per-byte");
-  coordinator
-      ->add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms,
-                   "A worker silent this long is lost")
-      ->envname("GRADSYNC_HEARTBEAT_TIMEOUT_MS")
-      ->check(CLI::Range(100, 600'000));
-  coordinator
-      ->add_option("--calibration-ms", calibration_ms,
-                   "Time (by the measured model) that timing real all-reduce ops may take when "
-                   "the group forms; 0: the table comes from the model alone")
-      ->envname("GRADSYNC_CALIBRATION_MS")
-      ->check(CLI::Range(0, 60'000));
+  add_knob(*coordinator, knobs::kHeartbeatTimeoutMs, heartbeat_timeout_ms);
+  add_knob(*coordinator, knobs::kCalibrationMs, calibration_ms);
 
   std::string coordinator_address;
   std::string advertise;
   std::string socket_path;
   int rank = -1;
   std::string algorithm = "auto";
-  std::size_t segment_bytes = 1 << 20;
-  int join_timeout_ms = 60'000;
+  std::size_t segment_bytes = 0;
+  int join_timeout_ms = 0;
   int spin_us = 0;
   std::string cpus;
   CLI::App* worker = app.add_subcommand("worker", "Run collectives for local clients");
@@ -112,25 +105,20 @@ int main(int argc, char** argv) {
       ->required();
   worker->add_option("--rank", rank, "Ask for this rank (-1: any)")
       ->envname("GRADSYNC_RANK")
+      ->capture_default_str()
       ->check(CLI::Range(-1, gradsync::kMaxWorldSize - 1));
   worker->add_option("--algorithm", algorithm, "Force an algorithm for ops that ask for auto")
       ->envname("GRADSYNC_ALGORITHM")
-      ->check(CLI::IsMember({"auto", "tree", "hypercube", "ring", "halving_doubling", "direct",
-                             "bruck", "dissemination"}));
-  worker->add_option("--segment-bytes", segment_bytes, "Pipelining segment size")
-      ->envname("GRADSYNC_SEGMENT_BYTES")
-      ->check(CLI::Range(std::size_t{4096}, std::size_t{64} << 20));
-  worker->add_option("--spin-us", spin_us, "Busy-poll this long before blocking on the network")
-      ->envname("GRADSYNC_SPIN_US")
-      ->check(CLI::Range(0, 100'000));
+      ->check(CLI::IsMember(gradsync::config::algorithm_choices({"auto"})))
+      ->capture_default_str();
+  add_knob(*worker, knobs::kSegmentBytes, segment_bytes);
+  add_knob(*worker, knobs::kSpinUs, spin_us);
   worker
       ->add_option("--cpus", cpus,
                    "Run only on these CPUs, as taskset lists them (e.g. 0 or 0-3,6; default: "
                    "any); local clients can bind beside them")
       ->envname("GRADSYNC_CPUS");
-  worker->add_option("--join-timeout-ms", join_timeout_ms, "Give up if the group has not formed")
-      ->envname("GRADSYNC_JOIN_TIMEOUT_MS")
-      ->check(CLI::Range(100, 3'600'000));
+  add_knob(*worker, knobs::kJoinTimeoutMs, join_timeout_ms);
 
   try {
     app.parse(argc, argv);
@@ -145,13 +133,7 @@ int main(int argc, char** argv) {
         config.membership.network = gradsync::NetworkModel::uniform(alpha_us, beta_us_per_byte);
       }
       spdlog::set_pattern("[%H:%M:%S.%e] [coordinator] [%l] %v");
-      spdlog::info(
-          "listen={} world_size={} ready_file={} alpha_us={} beta_us_per_byte={} "
-          "heartbeat_timeout_ms={} calibration_ms={}",
-          listen, world_size, ready_file,
-          config.membership.network ? std::to_string(alpha_us) : std::string("(measured)"),
-          config.membership.network ? std::to_string(beta_us_per_byte) : std::string("(measured)"),
-          heartbeat_timeout_ms, calibration_ms);
+      spdlog::info("{}", gradsync::config::describe_options(*coordinator));
       if (dry_run) return 0;
       return gradsync::daemon::run_coordinator(config);
     }
@@ -168,12 +150,8 @@ int main(int argc, char** argv) {
     // Before any thread starts, so that every thread of the worker inherits the binding.
     if (!cpus.empty()) bind_to_cpus("--cpus", cpus);
     spdlog::set_pattern("[%H:%M:%S.%e] [worker " + socket_path + "] [%l] %v");
-    spdlog::info(
-        "coordinator={} listen={} advertise={} socket={} rank={} algorithm={} "
-        "segment_bytes={} spin_us={} cpus={} join_timeout_ms={}",
-        coordinator_address, listen, advertise.empty() ? "(auto)" : advertise, socket_path, rank,
-        algorithm, segment_bytes, spin_us,
-        gradsync::net::format_cpu_list(gradsync::net::allowed_cpus()), join_timeout_ms);
+    spdlog::info("{} (running on CPUs {})", gradsync::config::describe_options(*worker),
+                 gradsync::net::format_cpu_list(gradsync::net::allowed_cpus()));
     if (dry_run) return 0;
     return gradsync::daemon::run_worker(config);
   } catch (const CLI::ParseError& error) {

@@ -15,6 +15,7 @@
 #include "collective/cost_model.h"
 #include "collective/group_plan.h"
 #include "collective/status.h"
+#include "config/knobs.h"
 #include "gradsync.pb.h"
 
 namespace gradsync::daemon {
@@ -27,10 +28,10 @@ struct MembershipConfig {
   // Given: the algorithm table is built from it. Empty: the workers probe their links and the
   // table is built from what they measured.
   std::optional<NetworkModel> network;
-  std::chrono::milliseconds heartbeat_timeout{3000};
+  std::chrono::milliseconds heartbeat_timeout{knobs::kHeartbeatTimeoutMs.default_value};
   // How long, by the measured model, calibrating all-reduce may take once the links are probed;
   // 0: no calibration, the table comes from the α-β-γ model alone.
-  std::chrono::milliseconds calibration_budget{750};
+  std::chrono::milliseconds calibration_budget{knobs::kCalibrationMs.default_value};
   // A connection that has not asked to join by then is closed: an idle stranger holds nothing.
   std::chrono::milliseconds join_timeout{10'000};
 };

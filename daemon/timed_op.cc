@@ -12,6 +12,7 @@ Status run_timed_op(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
   options.segment_bytes = settings.segment_bytes;
   options.deadline = net::Deadline::after(settings.timeout);
   options.abort = &abort;
+  options.spin = settings.spin;
   options.descriptor = descriptor;
   const auto start = net::Clock::now();
   const Status status = engine::execute(schedule, {data, nullptr}, mesh, options);

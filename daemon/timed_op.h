@@ -7,14 +7,17 @@
 
 #include "collective/schedule.h"
 #include "collective/status.h"
+#include "config/knobs.h"
 #include "engine/abort_signal.h"
 #include "engine/frame.h"
 #include "engine/peer_mesh.h"
 
 namespace gradsync::daemon {
 
+// The conditions client ops run in (segment, spin), so that what is measured is what they get.
 struct OwnOpSettings {
-  std::size_t segment_bytes = 1 << 20;
+  std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
+  std::chrono::microseconds spin{knobs::kSpinUs.default_value};
   std::chrono::milliseconds timeout{10'000};
 };
 

@@ -12,6 +12,7 @@
 
 #include "collective/algorithms.h"
 #include "daemon/calibrator.h"
+#include "config/knobs.h"
 #include "daemon/client_server.h"
 #include "daemon/control_channel.h"
 #include "daemon/data_mesh.h"
@@ -135,6 +136,7 @@ class Worker {
                       ControlChannel& channel, proto::GroupPlan& plan_message) {
     OwnOpSettings own_ops;
     own_ops.segment_bytes = config_.segment_bytes;
+    own_ops.spin = config_.spin;
     if (assignment.probe_links()) {
       proto::WorkerToCoordinator report;
       ProbeSettings settings;
@@ -246,7 +248,8 @@ class Worker {
         *collective, *dtype, *reduce_op, algorithm, static_cast<std::uint32_t>(op.root()),
         shape.count};
     options.deadline = net::Deadline::after(
-        std::chrono::milliseconds(op.timeout_ms() > 0 ? op.timeout_ms() : 60'000));
+        std::chrono::milliseconds(op.timeout_ms() > 0 ? op.timeout_ms()
+                                                    : knobs::kOpTimeoutMs.default_value));
     return {};
   }
 

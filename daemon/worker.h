@@ -8,6 +8,7 @@
 #include <string>
 
 #include "collective/types.h"
+#include "config/knobs.h"
 #include "net/socket.h"
 
 namespace gradsync::daemon {
@@ -19,9 +20,9 @@ struct WorkerConfig {
   std::string socket_path;
   int requested_rank = -1;
   std::optional<Algorithm> algorithm;  // forced for every op that asks for auto
-  std::size_t segment_bytes = 1 << 20;
-  std::chrono::microseconds spin{0};
-  std::chrono::milliseconds join_timeout{60'000};
+  std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
+  std::chrono::microseconds spin{knobs::kSpinUs.default_value};
+  std::chrono::milliseconds join_timeout{knobs::kJoinTimeoutMs.default_value};
   std::chrono::milliseconds heartbeat_interval{500};
 };
 

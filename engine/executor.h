@@ -14,6 +14,7 @@
 
 #include "collective/schedule.h"
 #include "collective/status.h"
+#include "config/knobs.h"
 #include "engine/abort_signal.h"
 #include "engine/frame.h"
 #include "engine/peer_mesh.h"
@@ -29,8 +30,9 @@ struct OpBuffers {
 struct ExecuteOptions {
   OpDescriptor descriptor;
   std::uint64_t op_id = 0;
-  std::size_t segment_bytes = 1 << 20;
-  net::Deadline deadline = net::Deadline::after(std::chrono::seconds(60));
+  std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
+  net::Deadline deadline =
+      net::Deadline::after(std::chrono::milliseconds(knobs::kOpTimeoutMs.default_value));
   const AbortSignal* abort = nullptr;  // watched while the op runs, if given
   std::chrono::microseconds spin{0};   // busy-polling before each blocking wait
 };

@@ -1,0 +1,79 @@
+// Every configuration knob that more than one place reads, declared once (DESIGN.md §7.6): its
+// flag, its GRADSYNC_* environment variable, its default, its range, its help and which processes
+// read it. The daemons' and the CLI's flags are made from these entries (config/cli_knobs.h), and
+// every default in the code is read from here, never written again.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace gradsync::knobs {
+
+// Who reads a knob.
+enum Reader : unsigned {
+  kCoordinator = 1u << 0,  // gradsyncd coordinator
+  kWorker = 1u << 1,       // gradsyncd worker
+  kClient = 1u << 2,       // the client library and the commands over it
+  kLauncher = 1u << 3,     // gradsync local, which passes it on to its workers
+};
+
+template <typename T>
+struct Knob {
+  std::string_view flag;
+  std::string_view env;
+  T default_value;
+  T min;
+  T max;
+  std::string_view help;
+  unsigned readers;
+};
+
+inline constexpr Knob<std::size_t> kSegmentBytes{
+    "--segment-bytes", "GRADSYNC_SEGMENT_BYTES", std::size_t{1} << 20, 4096, std::size_t{64} << 20,
+    "Pipelining segment size", kWorker | kLauncher};
+inline constexpr Knob<int> kSpinUs{"--spin-us",
+                                   "GRADSYNC_SPIN_US",
+                                   0,
+                                   0,
+                                   100'000,
+                                   "Busy-poll this long before blocking on the network",
+                                   kWorker | kLauncher};
+inline constexpr Knob<int> kOpTimeoutMs{"--timeout-ms",
+                                        "GRADSYNC_TIMEOUT_MS",
+                                        60'000,
+                                        1,
+                                        24 * 3'600'000,
+                                        "Deadline of an op, in milliseconds",
+                                        kClient | kWorker};
+inline constexpr Knob<int> kConnectTimeoutMs{"--connect-timeout-ms",
+                                             "GRADSYNC_CONNECT_TIMEOUT_MS",
+                                             60'000,
+                                             0,
+                                             3'600'000,
+                                             "How long to wait for the daemons to serve clients",
+                                             kClient};
+inline constexpr Knob<int> kJoinTimeoutMs{"--join-timeout-ms",
+                                          "GRADSYNC_JOIN_TIMEOUT_MS",
+                                          60'000,
+                                          100,
+                                          3'600'000,
+                                          "Give up if the group has not formed",
+                                          kWorker};
+inline constexpr Knob<int> kHeartbeatTimeoutMs{"--heartbeat-timeout-ms",
+                                               "GRADSYNC_HEARTBEAT_TIMEOUT_MS",
+                                               3000,
+                                               100,
+                                               600'000,
+                                               "A worker silent this long is lost",
+                                               kCoordinator};
+inline constexpr Knob<int> kCalibrationMs{
+    "--calibration-ms",
+    "GRADSYNC_CALIBRATION_MS",
+    750,
+    0,
+    60'000,
+    "Time (by the measured model) that timing real all-reduce ops may take when the group forms; "
+    "0: the table comes from the model alone",
+    kCoordinator};
+
+}  // namespace gradsync::knobs

@@ -1,0 +1,65 @@
+// The knob table (config/knobs.h) is where the daemons' defaults come from: gradsyncd --dry-run
+// logs every knob with the table's default, a GRADSYNC_* variable overrides it, and a value out of
+// the table's range is refused naming the flag.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "config/knobs.h"
+#include "support/run_command.h"
+
+namespace gradsync {
+namespace {
+
+const std::string kWorker = std::string(GRADSYNC_DAEMON) +
+                            " --dry-run worker --coordinator 127.0.0.1:1 --listen 127.0.0.1:0 "
+                            "--socket /tmp/knob-table-test.sock";
+const std::string kCoordinator =
+    std::string(GRADSYNC_DAEMON) + " --dry-run coordinator --listen 127.0.0.1:0 --world-size 2";
+
+std::string logged(const knobs::Knob<int>& knob, int value) {
+  std::string name(knob.flag.substr(2));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name + "=" + std::to_string(value);
+}
+
+TEST(KnobTable, TheDaemonsStartWithTheTablesDefaults) {
+  const auto worker = testing::run_command("env -u GRADSYNC_SPIN_US " + kWorker);
+  ASSERT_EQ(worker.exit_code, 0) << worker.out;
+  EXPECT_NE(worker.out.find("segment_bytes=" + std::to_string(knobs::kSegmentBytes.default_value)),
+            std::string::npos)
+      << worker.out;
+  EXPECT_NE(worker.out.find(logged(knobs::kSpinUs, knobs::kSpinUs.default_value)),
+            std::string::npos)
+      << worker.out;
+  EXPECT_NE(worker.out.find(logged(knobs::kJoinTimeoutMs, knobs::kJoinTimeoutMs.default_value)),
+            std::string::npos)
+      << worker.out;
+  const auto coordinator = testing::run_command(kCoordinator);
+  ASSERT_EQ(coordinator.exit_code, 0) << coordinator.out;
+  for (const auto* knob : {&knobs::kHeartbeatTimeoutMs, &knobs::kCalibrationMs}) {
+    EXPECT_NE(coordinator.out.find(logged(*knob, knob->default_value)), std::string::npos)
+        << coordinator.out;
+  }
+}
+
+TEST(KnobTable, AnEnvironmentVariableOverridesTheDefault) {
+  const auto worker =
+      testing::run_command("env " + std::string(knobs::kSpinUs.env) + "=7 " + kWorker);
+  ASSERT_EQ(worker.exit_code, 0) << worker.out;
+  EXPECT_NE(worker.out.find(logged(knobs::kSpinUs, 7)), std::string::npos) << worker.out;
+}
+
+TEST(KnobTable, AValueOutOfTheTablesRangeIsRefusedNamingTheFlag) {
+  const auto worker = testing::run_command(
+      kWorker + " " + std::string(knobs::kSpinUs.flag) + " " +
+      std::to_string(knobs::kSpinUs.max + 1));
+  EXPECT_NE(worker.exit_code, 0);
+  EXPECT_NE(worker.err.find(std::string(knobs::kSpinUs.flag) + ": Value " +
+                            std::to_string(knobs::kSpinUs.max + 1) + " not in range"),
+            std::string::npos)
+      << worker.err;
+}
+
+}  // namespace
+}  // namespace gradsync
