@@ -116,7 +116,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       // refused one keeps its regions for when the rank is free.
       attach(*session, message.attach(), std::move(attached));
     } else if (message.has_submit()) {
-      PendingOp op{session, message.submit(), nullptr};
+      PendingOp op{session, message.submit(), nullptr, 0};
       if (Status claimed = claim(session); !claimed.ok()) {
         proto::OpResult& result = *reply.mutable_result();
         result.set_request_id(op.op.request_id());
@@ -124,6 +124,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
         session->reply(reply);
         return true;
       }
+      op.stream_sequence = ++submitted;
       if (const auto found = session->regions().find(op.op.region_id());
           found != session->regions().end()) {
         op.region = found->second;
@@ -168,6 +169,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
                         "pairs the same ops");
     }
     submitter = session.get();
+    submitted = 0;
     submitter_pid = net::peer_pid(session->socket().native_handle());
     submitter_since = std::chrono::system_clock::now();
     spdlog::info("rank {}: ops now come from the client with pid {}", hello.rank(),
@@ -198,6 +200,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   const OpRunner run;
   std::map<const ClientSession*, std::shared_ptr<ClientSession>> sessions;
   ClientSession* submitter = nullptr;
+  std::uint64_t submitted = 0;  // ops of the submitting client so far
   int submitter_pid = 0;
   std::chrono::system_clock::time_point submitter_since;
 };

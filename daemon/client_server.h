@@ -28,6 +28,7 @@ struct PendingOp {
   std::shared_ptr<ClientSession> session;
   proto::SubmitOp op;
   std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
+  std::uint64_t stream_sequence = 0;          // 1 for the submitting client's first op, and so on
 };
 
 // Runs one op to completion and returns the client's reply; called with no other op running.

@@ -244,9 +244,9 @@ class Worker {
       return invalid(std::string(name(algorithm)) + " cannot run " +
                      std::string(name(*collective)));
     }
-    options.descriptor = {
-        *collective, *dtype, *reduce_op, algorithm, static_cast<std::uint32_t>(op.root()),
-        shape.count};
+    options.descriptor = {*collective, *dtype,      *reduce_op,
+                          algorithm,   static_cast<std::uint32_t>(op.root()),
+                          shape.count, pending.stream_sequence};
     options.deadline = net::Deadline::after(
         std::chrono::milliseconds(op.timeout_ms() > 0 ? op.timeout_ms()
                                                     : knobs::kOpTimeoutMs.default_value));

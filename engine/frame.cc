@@ -40,7 +40,11 @@ std::string OpDescriptor::to_string() const {
     text += std::string(name(op)) + ", ";
   }
   if (collective == Collective::broadcast) text += "root " + std::to_string(root) + ", ";
-  return text + std::string(name(algorithm)) + ")";
+  text += std::string(name(algorithm));
+  if (stream_sequence > 0) {
+    text += ", op " + std::to_string(stream_sequence) + " of its client's stream";
+  }
+  return text + ")";
 }
 
 EncodedHeader encode(const FrameHeader& header) {
@@ -60,6 +64,7 @@ EncodedHeader encode(const FrameHeader& header) {
   put<std::uint8_t>(bytes, 51, static_cast<std::uint8_t>(header.descriptor.algorithm));
   put<std::uint32_t>(bytes, 52, header.descriptor.root);
   put<std::uint64_t>(bytes, 56, header.descriptor.count);
+  put<std::uint64_t>(bytes, 64, header.descriptor.stream_sequence);
   return bytes;
 }
 
@@ -91,7 +96,8 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
   header.length = get<std::uint64_t>(bytes, 40);
   header.descriptor = {static_cast<Collective>(collective), static_cast<DataType>(dtype),
                        static_cast<ReduceOp>(op),           static_cast<Algorithm>(algorithm),
-                       get<std::uint32_t>(bytes, 52),       get<std::uint64_t>(bytes, 56)};
+                       get<std::uint32_t>(bytes, 52),       get<std::uint64_t>(bytes, 56),
+                       get<std::uint64_t>(bytes, 64)};
   const std::uint64_t limit = header.kind == FrameKind::abort
                                   ? kMaxAbortReasonBytes
                                   : (header.kind == FrameKind::hello ? 0 : kMaxSegmentBytes);

@@ -1,4 +1,4 @@
-// The data-plane frame (DESIGN.md §4): a fixed 64-byte little-endian header, then raw payload
+// The data-plane frame (DESIGN.md §4): a fixed 72-byte little-endian header, then raw payload
 // bytes. The header names the op and carries its descriptor, so that ranks that disagree about an
 // op fail at once with an error naming both sides instead of hanging or mixing data.
 //
@@ -16,6 +16,7 @@
 //       48     1  collective      49  1  dtype      50  1  reduce op      51  1  algorithm
 //       52     4  root
 //       56     8  element count (hello: the world size)
+//       64     8  the op's place in its client's op stream (1, 2, ...; 0: the daemon's own op)
 #pragma once
 
 #include <array>
@@ -28,9 +29,9 @@
 
 namespace gradsync::engine {
 
-inline constexpr std::size_t kFrameHeaderBytes = 64;
+inline constexpr std::size_t kFrameHeaderBytes = 72;
 inline constexpr std::uint32_t kFrameMagic = 0x31445347;  // "GSD1" little-endian
-inline constexpr std::uint16_t kFrameVersion = 1;
+inline constexpr std::uint16_t kFrameVersion = 2;
 // No segment may be longer: a header claiming more is rejected before anything is read.
 inline constexpr std::uint64_t kMaxSegmentBytes = 64ull << 20;
 inline constexpr std::uint64_t kMaxAbortReasonBytes = 4096;
@@ -45,9 +46,12 @@ struct OpDescriptor {
   Algorithm algorithm = Algorithm::ring;
   std::uint32_t root = 0;
   std::uint64_t count = 0;
+  // Ops pair across ranks by their place in each rank's op stream: ranks whose clients are at
+  // different places (one restarted, say) fail the op instead of mixing two different steps.
+  std::uint64_t stream_sequence = 0;
 
   friend bool operator==(const OpDescriptor&, const OpDescriptor&) = default;
-  // "allreduce of 1000 f32 (sum, ring)"
+  // "allreduce of 1000 f32 (sum, ring, op 7 of its client's stream)"
   std::string to_string() const;
 };
 

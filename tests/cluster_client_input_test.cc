@@ -91,9 +91,12 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
             std::string::npos)
       << reply.result().status().message();
 
-  // Both daemons still serve, and the next correct op is right; rank 0's ops come from the
-  // cluster's client once the raw one has gone.
+  // Both daemons still serve, and the next correct op is right. Rank 0's ops come from a new
+  // client once the raw one has gone; its op stream starts over, so rank 1's does too.
   fd.reset();
+  for (int rank = 0; rank < 2; ++rank) {
+    cluster.clients[rank] = Client::connect(cluster.cluster->sockets()[rank]);
+  }
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     auto data = testing::contribution(DataType::f32, ReduceOp::sum, rank, 1000);
     client.allreduce(data.data(), 1000, DataType::f32);

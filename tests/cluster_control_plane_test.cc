@@ -79,9 +79,33 @@ TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst)
   EXPECT_EQ(second.rank(), 0);
   expect_allreduce_works(cluster);
 
-  // Once the first client has gone, the rank takes ops from the next one.
+  // Once the first client has gone, the rank takes ops from the next one (a new op stream, so
+  // rank 1 starts one too).
   cluster.clients[0] = std::move(second);
+  cluster.clients[1] = Client::connect(cluster.cluster->sockets()[1]);
   expect_allreduce_works(cluster);
+}
+
+TEST(ClusterControlPlane, ARestartedClientIsNotPairedWithAnotherStepOfTheOtherRanks) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  expect_allreduce_works(cluster);
+  expect_allreduce_works(cluster);
+  // Rank 0's process starts over (its stream is at op 1), rank 1's goes on (at op 3).
+  cluster.clients[0] = Client::connect(cluster.cluster->sockets()[0]);
+  std::vector<std::string> errors(2);
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    std::vector<float> data(777, 1.0f);
+    try {
+      client.allreduce(data.data(), data.size(), DataType::f32);
+    } catch (const ClientError& error) {
+      errors[rank] = error.what();
+    }
+  });
+  for (const std::string& error : errors) {
+    EXPECT_NE(error.find("mismatch"), std::string::npos) << error;
+  }
+  EXPECT_NE((errors[0] + errors[1]).find("op 3 of its client's stream"), std::string::npos)
+      << errors[0] << " / " << errors[1];
 }
 
 TEST(ClusterControlPlane, SigtermEndsAServingWorkerWithStatusZeroAndRemovesItsSocket) {
