@@ -6,6 +6,7 @@
 #include "cli/local_command.h"
 #include "cli/model_command.h"
 #include "cli/plan_command.h"
+#include "cli/status_command.h"
 #include "cli/submit_command.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   gradsync::cli::add_local_command(app, action);
   gradsync::cli::add_model_command(app, action);
   gradsync::cli::add_plan_command(app, action);
+  gradsync::cli::add_status_command(app, action);
   gradsync::cli::add_submit_command(app, action);
   try {
     app.parse(argc, argv);

@@ -155,11 +155,12 @@ class ClientConnection {
     throw_if_failed(state.status);
   }
 
-  // Asks the daemon for its group's plan; results of ops in flight that arrive first are kept.
-  GroupPlan plan(net::Deadline deadline) {
+  // Sends `request` and returns the daemon's answer, the first message that `is_answer` accepts;
+  // results of ops in flight that arrive first are kept.
+  proto::DaemonToClient ask(const proto::ClientToDaemon& request,
+                            bool (proto::DaemonToClient::*is_answer)() const,
+                            net::Deadline deadline) {
     std::lock_guard lock(mutex_);
-    proto::ClientToDaemon request;
-    request.mutable_plan_request();
     throw_if_failed(net::send_message(socket_.get(), request, deadline));
     while (true) {
       proto::DaemonToClient message;
@@ -169,10 +170,7 @@ class ClientConnection {
         throw ClientError(status);
       }
       if (message.has_result()) deliver(message.result());
-      if (!message.has_plan()) continue;
-      GroupPlan plan;
-      throw_if_failed(from_proto(message.plan(), plan));
-      return plan;
+      if ((message.*is_answer)()) return message;
     }
   }
 
@@ -324,7 +322,34 @@ bool Client::bind_thread_beside_daemon() {
   return net::bind_thread_to_cpus(beside).ok();
 }
 GroupPlan Client::plan(std::chrono::milliseconds timeout) {
-  return connection_->plan(net::Deadline::after(timeout));
+  proto::ClientToDaemon request;
+  request.mutable_plan_request();
+  const proto::DaemonToClient answer = connection_->ask(
+      request, &proto::DaemonToClient::has_plan, net::Deadline::after(timeout));
+  GroupPlan plan;
+  throw_if_failed(from_proto(answer.plan(), plan));
+  return plan;
+}
+
+DaemonStatus Client::status(std::chrono::milliseconds timeout) {
+  proto::ClientToDaemon request;
+  request.mutable_status_request();
+  const proto::DaemonToClient reply = connection_->ask(
+      request, &proto::DaemonToClient::has_status, net::Deadline::after(timeout));
+  const proto::DaemonStatus& answer = reply.status();
+  DaemonStatus status{answer.rank(),          answer.world_size(),
+                      answer.generation(),    {},
+                      answer.clients(),       answer.submitter_pid(),
+                      answer.ops_served(),    answer.ops_failed(),
+                      answer.heartbeat_age_ms(), from_proto(answer.coordinator()),
+                      answer.uptime_s()};
+  status.data_addresses.resize(std::max(answer.world_size(), 0));
+  for (const proto::Peer& peer : answer.peers()) {
+    if (peer.rank() >= 0 && peer.rank() < answer.world_size()) {
+      status.data_addresses[peer.rank()] = peer.data_address();
+    }
+  }
+  return status;
 }
 
 Handle Client::allreduce_async(void* data, std::size_t count, DataType type,

@@ -23,6 +23,21 @@
 
 namespace gradsync {
 
+// One daemon's view of itself and its group (Client::status, `gradsync status`).
+struct DaemonStatus {
+  int rank = 0;
+  int world_size = 0;
+  std::uint64_t generation = 0;
+  std::vector<std::string> data_addresses;  // by rank
+  int clients = 0;                          // connections open now, the asking one included
+  int submitter_pid = 0;                    // the client whose ops the rank takes; 0: none
+  std::uint64_t ops_served = 0;             // failed ones included
+  std::uint64_t ops_failed = 0;
+  double heartbeat_age_ms = 0;  // since the coordinator's socket last took a heartbeat
+  Status coordinator;           // OK while the coordinator is there; otherwise why not
+  double uptime_s = 0;          // since the daemon started serving clients
+};
+
 struct OpOptions {
   ReduceOp op = ReduceOp::sum;
   std::optional<Algorithm> algorithm;  // empty: the group's algorithm table chooses
@@ -109,6 +124,7 @@ class Client {
   // The group's plan, the same on every rank: the network as the workers measured it and the
   // algorithm table built from it (what auto picks for each collective and size).
   GroupPlan plan(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  DaemonStatus status(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // At least `bytes` bytes of shared memory, for ops that copy nothing (see SharedTensor).
   SharedTensor allocate(std::size_t bytes);

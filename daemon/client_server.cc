@@ -54,8 +54,12 @@ class ClientSession {
 
 struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   State(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello_in,
-        proto::GroupPlan plan_in, OpRunner run_in)
-      : acceptor(io), hello(std::move(hello_in)), plan(std::move(plan_in)), run(std::move(run_in)) {
+        proto::GroupPlan plan_in, OpRunner run_in, StatusSource status_in)
+      : acceptor(io),
+        hello(std::move(hello_in)),
+        plan(std::move(plan_in)),
+        run(std::move(run_in)),
+        status_source(std::move(status_in)) {
     acceptor.assign(stream_protocol(), listener.release());
   }
 
@@ -110,6 +114,12 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       session->reply(reply);
     } else if (message.has_plan_request()) {
       *reply.mutable_plan() = plan;
+      session->reply(reply);
+    } else if (message.has_status_request()) {
+      proto::DaemonStatus& status = *reply.mutable_status();
+      status = status_source();
+      status.set_clients(static_cast<int>(sessions.size()));
+      status.set_submitter_pid(submitter != nullptr ? submitter_pid : 0);
       session->reply(reply);
     } else if (message.has_attach()) {
       // Any client may hand over memory; only the rank's submitting client runs ops on it, and a
@@ -198,6 +208,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   const proto::DaemonHello hello;
   const proto::GroupPlan plan;
   const OpRunner run;
+  const StatusSource status_source;
   std::map<const ClientSession*, std::shared_ptr<ClientSession>> sessions;
   ClientSession* submitter = nullptr;
   std::uint64_t submitted = 0;  // ops of the submitting client so far
@@ -206,9 +217,9 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
 };
 
 ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello,
-                           proto::GroupPlan plan, OpRunner run)
+                           proto::GroupPlan plan, OpRunner run, StatusSource status)
     : state_(std::make_shared<State>(io, std::move(listener), std::move(hello), std::move(plan),
-                                     std::move(run))) {
+                                     std::move(run), std::move(status))) {
   state_->accept();
 }
 

@@ -33,12 +33,14 @@ struct PendingOp {
 
 // Runs one op to completion and returns the client's reply; called with no other op running.
 using OpRunner = std::function<proto::DaemonToClient(const PendingOp&)>;
+// The worker's part of a status reply; the server adds what it knows of its clients.
+using StatusSource = std::function<proto::DaemonStatus()>;
 
 class ClientServer {
  public:
   // Starts accepting on `io`.
   ClientServer(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello,
-               proto::GroupPlan plan, OpRunner run);
+               proto::GroupPlan plan, OpRunner run, StatusSource status);
   ~ClientServer();
 
  private:

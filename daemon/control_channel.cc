@@ -7,6 +7,7 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
+#include <atomic>
 
 #include "net/message_stream.h"
 #include "net/socket.h"
@@ -111,6 +112,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
                           return;
                         }
                         self->outbox.pop_front();
+                        self->last_sent = std::chrono::steady_clock::now().time_since_epoch();
                         if (self->outbox.empty()) {
                           self->write_deadline.cancel();
                         } else {
@@ -144,11 +146,19 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   engine::AbortSignal& abort;
 
   // Shared with the worker's thread.
-  std::mutex mutex;
+  std::atomic<std::chrono::steady_clock::duration> last_sent{
+      std::chrono::steady_clock::now().time_since_epoch()};
+  mutable std::mutex mutex;
   std::condition_variable arrived;
   std::deque<proto::CoordinatorToWorker> forming;
   Status lost;  // set once the coordinator is gone or has aborted the group
 };
+
+Status ControlChannel::state(std::chrono::steady_clock::duration& heartbeat_age) const {
+  heartbeat_age = std::chrono::steady_clock::now().time_since_epoch() - loop_->last_sent.load();
+  std::lock_guard lock(loop_->mutex);
+  return loop_->lost;
+}
 
 ControlChannel::ControlChannel(asio::io_context& io, net::UniqueFd socket,
                                std::chrono::milliseconds heartbeat_interval,

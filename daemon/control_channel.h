@@ -35,6 +35,9 @@ class ControlChannel {
   // once when the coordinator is lost or aborts the group.
   Status next(std::chrono::milliseconds timeout, const std::string& what,
               proto::CoordinatorToWorker& message);
+  // OK while the coordinator is there, else why not; `heartbeat_age` receives the time since the
+  // coordinator's socket last took a message (a heartbeat, most often).
+  Status state(std::chrono::steady_clock::duration& heartbeat_age) const;
 
  private:
   struct Loop;  // the part that lives on the event loop

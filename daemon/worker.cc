@@ -96,14 +96,38 @@ class Worker {
     hello.set_generation(plan.generation);
     for (const int cpu : net::allowed_cpus()) hello.add_cpus(cpu);
     {
-      ClientServer server(op_io_, std::move(client_listener), hello, plan_message,
-                          [this, &mesh](const PendingOp& op) { return run_op(op, mesh); });
+      const auto serving_since = std::chrono::steady_clock::now();
+      ClientServer server(
+          op_io_, std::move(client_listener), hello, plan_message,
+          [this, &mesh](const PendingOp& op) { return run_op(op, mesh); },
+          [&] { return describe_self(assignment, channel, serving_since); });
       spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);
       op_io_.run();
     }
     ::unlink(config_.socket_path.c_str());
     spdlog::info("worker rank {}: {}", rank_, abort_.reason().message());
     return 0;
+  }
+
+  // What the worker knows of itself and its group, for `gradsync status`.
+  proto::DaemonStatus describe_self(const proto::Assignment& assignment,
+                                    const ControlChannel& channel,
+                                    std::chrono::steady_clock::time_point serving_since) const {
+    proto::DaemonStatus status;
+    status.set_rank(assignment.rank());
+    status.set_world_size(assignment.world_size());
+    status.set_generation(assignment.generation());
+    *status.mutable_peers() = assignment.peers();
+    status.set_ops_served(ops_served_);
+    status.set_ops_failed(ops_failed_);
+    std::chrono::steady_clock::duration heartbeat_age{};
+    to_proto(channel.state(heartbeat_age), *status.mutable_coordinator());
+    status.set_heartbeat_age_ms(
+        std::chrono::duration<double, std::milli>(heartbeat_age).count());
+    status.set_uptime_s(std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                      serving_since)
+                            .count());
+    return status;
   }
 
   // Ends the worker from the control thread. Once it serves clients: an op in flight fails at
@@ -275,7 +299,9 @@ class Worker {
     }
     const double elapsed_us =
         std::chrono::duration<double, std::micro>(net::Clock::now() - start).count();
+    ++ops_served_;
     if (!status.ok()) {
+      ++ops_failed_;
       spdlog::warn("rank {}: op {} '{}' ({}) failed: {}", rank_, options.op_id, pending.op.name(),
                    options.descriptor.to_string(), status.to_string());
     }
@@ -290,6 +316,8 @@ class Worker {
 
   const WorkerConfig config_;
   asio::io_context op_io_{1};
+  std::uint64_t ops_served_ = 0;  // the op thread's own counts
+  std::uint64_t ops_failed_ = 0;
   std::mutex stop_mutex_;
   bool serving_ = false;
   engine::AbortSignal abort_;

@@ -15,6 +15,7 @@
 
 #include "net/socket.h"
 #include "support/cluster.h"
+#include "support/run_command.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -106,6 +107,40 @@ TEST(ClusterControlPlane, ARestartedClientIsNotPairedWithAnotherStepOfTheOtherRa
   }
   EXPECT_NE((errors[0] + errors[1]).find("op 3 of its client's stream"), std::string::npos)
       << errors[0] << " / " << errors[1];
+}
+
+TEST(ClusterControlPlane, StatusNamesEveryMemberItsClientsOpsAndHeartbeat) {
+  testing::TestCluster cluster = testing::start_cluster(3);
+  expect_allreduce_works(cluster);
+  expect_allreduce_works(cluster);
+  for (int rank = 0; rank < 3; ++rank) {
+    const DaemonStatus status = cluster.clients[rank].status();
+    EXPECT_EQ(status.rank, rank);
+    EXPECT_EQ(status.world_size, 3);
+    EXPECT_EQ(status.generation, 1u);
+    ASSERT_EQ(status.data_addresses.size(), 3u);
+    for (const std::string& address : status.data_addresses) {
+      EXPECT_EQ(address.rfind("127.0.0.1:", 0), 0u) << address;
+    }
+    EXPECT_EQ(status.clients, 1);
+    EXPECT_EQ(status.submitter_pid, ::getpid());
+    EXPECT_EQ(status.ops_served, 2u);
+    EXPECT_EQ(status.ops_failed, 0u);
+    EXPECT_TRUE(status.coordinator.ok()) << status.coordinator.to_string();
+    EXPECT_LT(status.heartbeat_age_ms, 2000.0);
+  }
+  // The command prints a row per daemon, each with its own data address.
+  std::string sockets;
+  for (const std::string& socket : cluster.cluster->sockets()) {
+    sockets += (sockets.empty() ? "" : ",") + socket;
+  }
+  const std::string table =
+      testing::run_command(std::string(GRADSYNC_CLI) + " status --sockets " + sockets).out;
+  const DaemonStatus status = cluster.clients[0].status();
+  for (const std::string& address : status.data_addresses) {
+    EXPECT_NE(table.find(address), std::string::npos) << table;
+  }
+  EXPECT_NE(table.find("pid " + std::to_string(::getpid())), std::string::npos) << table;
 }
 
 TEST(ClusterControlPlane, SigtermEndsAServingWorkerWithStatusZeroAndRemovesItsSocket) {
