@@ -171,6 +171,10 @@ ControlChannel::~ControlChannel() {
   asio::post(loop_->socket.get_executor(), [loop = loop_] { loop->stop(); });
 }
 
+void ControlChannel::interrupt(const Status& reason) {
+  asio::post(loop_->socket.get_executor(), [loop = loop_, reason] { loop->lose(reason); });
+}
+
 void ControlChannel::send(const proto::WorkerToCoordinator& message) {
   asio::post(loop_->socket.get_executor(), [loop = loop_, message] { loop->queue(message); });
 }

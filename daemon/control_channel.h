@@ -29,6 +29,8 @@ class ControlChannel {
                  std::chrono::milliseconds heartbeat_interval, engine::AbortSignal& abort);
   ~ControlChannel();
 
+  // Ends every wait in next() with `reason`, from any thread (the worker is stopping).
+  void interrupt(const Status& reason);
   // Queues a message; a failure to deliver it loses the channel (and raises the abort).
   void send(const proto::WorkerToCoordinator& message);
   // The next group-forming message, waiting up to `timeout` for `what` (for the error); fails at

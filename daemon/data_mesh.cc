@@ -1,6 +1,9 @@
 #include "daemon/data_mesh.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -8,7 +11,6 @@
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <mutex>
 
 #include "engine/frame.h"
@@ -127,16 +129,20 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
     }
     accepted[rank] = net::UniqueFd(arrival.socket.release());
     net::tune_for_data_plane(accepted[rank].get());
-    --missing;
-    arrived.notify_all();
+    if (--missing == 0) signal_all_arrived();
   }
 
   tcp::acceptor acceptor;
   asio::steady_timer backoff;
   MeshPlan plan;  // set before accepting starts, not changed after
 
+  void signal_all_arrived() const {
+    const std::uint64_t one = 1;
+    (void)!::write(all_arrived.get(), &one, sizeof one);
+  }
+
   std::mutex mutex;  // guards what the forming thread reads
-  std::condition_variable arrived;
+  net::UniqueFd all_arrived{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once none is missing
   std::vector<net::UniqueFd> accepted;  // by rank: the higher ranks
   int missing = 0;
   bool formed = false;  // from then on, every connection is turned away
@@ -153,7 +159,7 @@ DataPort::~DataPort() {
   });
 }
 
-Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline,
+Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline, int cancel_fd,
                            std::vector<net::UniqueFd>& sockets) {
   {
     std::lock_guard lock(loop_->mutex);
@@ -161,14 +167,17 @@ Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline,
     loop_->accepted.clear();
     loop_->accepted.resize(plan.world_size);
     loop_->missing = plan.world_size - 1 - plan.rank;
+    if (loop_->missing == 0) loop_->signal_all_arrived();
   }
   asio::post(loop_->acceptor.get_executor(), [loop = loop_] { loop->accept(); });
   sockets.clear();
   sockets.resize(plan.world_size);
   for (int peer = 0; peer < plan.rank; ++peer) {
     // The lower rank may still be starting.
-    if (Status status = net::connect_tcp_retrying(plan.peers[peer], deadline, sockets[peer]);
+    if (Status status =
+            net::connect_tcp_retrying(plan.peers[peer], deadline, sockets[peer], cancel_fd);
         !status.ok()) {
+      if (status.code() == ErrorCode::aborted) return status;
       return Status(ErrorCode::peer_lost, "cannot reach rank " + std::to_string(peer) + " at " +
                                               plan.peers[peer].to_string() + ": " +
                                               status.message());
@@ -176,11 +185,15 @@ Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline,
     net::tune_for_data_plane(sockets[peer].get());
     if (Status hello = send_hello(sockets[peer].get(), plan, deadline); !hello.ok()) return hello;
   }
+  // The higher ranks connect on the event loop, which signals `all_arrived` once the last has.
+  if (Status waited = net::wait_unless_cancelled(loop_->all_arrived.get(), POLLIN, deadline,
+                                                 cancel_fd, "forming the data mesh");
+      waited.code() == ErrorCode::aborted) {
+    return waited;
+  }
   std::unique_lock lock(loop_->mutex);
-  const bool complete =
-      loop_->arrived.wait_until(lock, deadline.when(), [this] { return loop_->missing == 0; });
   loop_->formed = true;
-  if (!complete) {
+  if (loop_->missing > 0) {
     return Status(ErrorCode::peer_lost,
                   std::to_string(loop_->missing) + " higher ranks never connected");
   }

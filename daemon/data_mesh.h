@@ -33,8 +33,9 @@ class DataPort {
   ~DataPort();
 
   // Blocks the calling thread until this rank is connected to every other rank of `plan`
-  // (`sockets[r]`, invalid for this rank) or the deadline passes.
-  Status form_mesh(const MeshPlan& plan, net::Deadline deadline,
+  // (`sockets[r]`, invalid for this rank), the deadline passes, or `cancel_fd` becomes readable
+  // (then ErrorCode::aborted).
+  Status form_mesh(const MeshPlan& plan, net::Deadline deadline, int cancel_fd,
                    std::vector<net::UniqueFd>& sockets);
 
  private:

@@ -8,6 +8,7 @@
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "collective/algorithms.h"
@@ -61,7 +62,12 @@ class Worker {
     if (Status status = join(data_listener, control); !status.ok()) {
       return fail("worker: " + status.message());
     }
-    ControlChannel channel(control_io, std::move(control), config_.heartbeat_interval, abort_);
+    {
+      std::lock_guard lock(stop_mutex_);
+      channel_.emplace(control_io, std::move(control), config_.heartbeat_interval, abort_);
+      if (stopping_) channel_->interrupt(abort_.reason());
+    }
+    ControlChannel& channel = *channel_;
     proto::CoordinatorToWorker message;
     Status status = channel.next(config_.join_timeout, "the group to form", message);
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
@@ -73,7 +79,7 @@ class Worker {
                  plan.generation);
     DataPort data_port(control_io, std::move(data_listener));
     std::vector<net::UniqueFd> sockets;
-    status = data_port.form_mesh(plan, net::Deadline::after(kMeshTimeout), sockets);
+    status = data_port.form_mesh(plan, net::Deadline::after(kMeshTimeout), abort_.fd(), sockets);
     if (!status.ok()) return fail("worker rank " + std::to_string(rank_) + ": " + status.message());
     engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(sockets));
     proto::GroupPlan plan_message;
@@ -83,10 +89,6 @@ class Worker {
     spdlog::info("worker rank {}: generation {} plan:\n{}", plan.rank, plan_.generation,
                  describe(plan_));
 
-    {
-      std::lock_guard lock(stop_mutex_);
-      serving_ = true;  // from here a signal stops the op loop, which removes the socket
-    }
     net::UniqueFd client_listener;
     status = net::listen_unix(config_.socket_path, client_listener);
     if (!status.ok()) return fail("worker: " + status.message());
@@ -130,22 +132,24 @@ class Worker {
     return status;
   }
 
-  // Ends the worker from the control thread. Once it serves clients: an op in flight fails at
-  // once and the op loop returns, which removes the socket. Before, the main thread may be blocked
-  // in a step of forming the group (connecting, waiting for peers) for up to that step's timeout,
-  // and there is nothing to clean up yet: the process ends at once.
+  // Ends the worker from the control thread: whatever the main thread waits for ends at once
+  // (an op in flight, the op loop, or a step of forming the group), and it returns 0.
   void stop(const std::string& why) {
+    const Status reason(ErrorCode::aborted, "the worker is " + why);
     std::lock_guard lock(stop_mutex_);
-    if (!serving_) {
-      spdlog::info("worker: {} while the group forms", why);
-      spdlog::default_logger()->flush();
-      std::_Exit(0);
-    }
-    abort_.raise(Status(ErrorCode::aborted, "the worker is " + why));
+    stopping_ = true;
+    abort_.raise(reason);  // ops, probing and connecting watch it
+    if (channel_) channel_->interrupt(reason);
     op_io_.stop();
   }
 
-  static int fail(const std::string& message) {
+  // A step that failed because the worker is stopping is no error.
+  int fail(const std::string& message) {
+    std::lock_guard lock(stop_mutex_);
+    if (stopping_) {
+      spdlog::info("worker: {}", abort_.reason().message());
+      return 0;
+    }
     spdlog::error("{}", message);
     return 2;
   }
@@ -201,7 +205,8 @@ class Worker {
       return status;
     }
     const auto deadline = net::Deadline::after(config_.join_timeout);
-    if (Status status = net::connect_tcp_retrying(config_.coordinator, deadline, control);
+    if (Status status =
+            net::connect_tcp_retrying(config_.coordinator, deadline, control, abort_.fd());
         !status.ok()) {
       return Status(status.code(), "cannot reach the coordinator at " +
                                        config_.coordinator.to_string() + ": " + status.message());
@@ -319,7 +324,8 @@ class Worker {
   std::uint64_t ops_served_ = 0;  // the op thread's own counts
   std::uint64_t ops_failed_ = 0;
   std::mutex stop_mutex_;
-  bool serving_ = false;
+  bool stopping_ = false;
+  std::optional<ControlChannel> channel_;  // set once, under stop_mutex_
   engine::AbortSignal abort_;
   GroupPlan plan_;
   int rank_ = -1;

@@ -71,14 +71,16 @@ Status make_unix_address(const std::string& path, sockaddr_un& address) {
 
 // Connects a non-blocking socket, waiting at most until the deadline.
 Status finish_connect(int fd, const sockaddr* address, socklen_t length, Deadline deadline,
-                      const std::string& target) {
+                      int cancel_fd, const std::string& target) {
   if (::connect(fd, address, length) == 0) return {};
   if (errno != EINPROGRESS && errno != EAGAIN) {
     return Status(ErrorCode::peer_lost,
                   "cannot connect to " + target + ": " + std::strerror(errno));
   }
-  if (!wait_for(fd, POLLOUT, deadline)) {
-    return Status(ErrorCode::deadline_exceeded, "connecting to " + target + " timed out");
+  if (Status status = wait_unless_cancelled(fd, POLLOUT, deadline, cancel_fd,
+                                            "connecting to " + target);
+      !status.ok()) {
+    return status;
   }
   int error = 0;
   socklen_t size = sizeof error;
@@ -144,7 +146,7 @@ HostPort peer_address(int fd) {
   return to_host_port(storage);
 }
 
-Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket) {
+Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket, int cancel_fd) {
   addrinfo* result = nullptr;
   if (Status status = resolve(address, result, false); !status.ok()) return status;
   Status status(ErrorCode::peer_lost, "no address for " + address.to_string());
@@ -152,7 +154,9 @@ Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket)
     UniqueFd fd(::socket(entry->ai_family, entry->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) continue;
     status =
-        finish_connect(fd.get(), entry->ai_addr, entry->ai_addrlen, deadline, address.to_string());
+        finish_connect(fd.get(), entry->ai_addr, entry->ai_addrlen, deadline, cancel_fd,
+                       address.to_string());
+    if (status.code() == ErrorCode::aborted) break;
     if (status.ok()) {
       socket = std::move(fd);
       break;
@@ -162,11 +166,17 @@ Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket)
   return status;
 }
 
-Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd& socket) {
+Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd& socket,
+                            int cancel_fd) {
   while (true) {
-    Status status = connect_tcp(address, deadline, socket);
-    if (status.ok() || deadline.expired()) return status;
-    ::poll(nullptr, 0, std::min(20, deadline.poll_timeout_ms()));
+    Status status = connect_tcp(address, deadline, socket, cancel_fd);
+    if (status.ok() || status.code() == ErrorCode::aborted || deadline.expired()) return status;
+    const Deadline pause(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(20)));
+    if (Status waited = wait_unless_cancelled(-1, 0, pause, cancel_fd, "connecting to " +
+                                                                       address.to_string());
+        waited.code() == ErrorCode::aborted) {
+      return waited;
+    }
   }
 }
 
@@ -188,7 +198,7 @@ Status connect_unix(const std::string& path, Deadline deadline, UniqueFd& socket
   if (Status status = make_unix_address(path, address); !status.ok()) return status;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   Status status = finish_connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address,
-                                 deadline, path);
+                                 deadline, -1, path);
   if (status.ok()) socket = std::move(fd);
   return status;
 }
@@ -273,6 +283,20 @@ bool is_ipv6_socket(int fd) {
   socklen_t length = sizeof address;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   return address.ss_family == AF_INET6;
+}
+
+Status wait_unless_cancelled(int fd, short events, Deadline deadline, int cancel_fd,
+                             const std::string& what) {
+  while (true) {
+    pollfd entries[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+    const int ready = ::poll(entries, cancel_fd >= 0 ? 2 : 1, deadline.poll_timeout_ms());
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) return Status(ErrorCode::deadline_exceeded, what + " timed out");
+    if (cancel_fd >= 0 && (entries[1].revents & POLLIN)) {
+      return Status(ErrorCode::aborted, what + " was cancelled");
+    }
+    return {};  // ready, or an error that the following call reports
+  }
 }
 
 bool wait_readable(int fd, Deadline deadline) { return wait_for(fd, POLLIN, deadline); }

@@ -34,10 +34,13 @@ bool peer_has_closed(int fd);
 // Whether a socket is bound to an IPv6 address (an event loop adopting it needs the family).
 bool is_ipv6_socket(int fd);
 
-Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket);
+// Both give up with ErrorCode::aborted as soon as `cancel_fd` (if >= 0) becomes readable.
+Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket,
+                   int cancel_fd = -1);
 // Retries connect_tcp until it succeeds or the deadline passes: for a peer that may still be
 // starting. Returns the last attempt's error.
-Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd& socket);
+Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd& socket,
+                            int cancel_fd = -1);
 Status listen_unix(const std::string& path, UniqueFd& listener);
 Status connect_unix(const std::string& path, Deadline deadline, UniqueFd& socket);
 
@@ -52,6 +55,10 @@ void set_nonblocking(int fd);
 Status write_all(int fd, std::span<const std::byte> bytes, Deadline deadline);
 Status read_exact(int fd, std::span<std::byte> bytes, Deadline deadline);
 
+// Waits for `events` on `fd` (fd < 0: only for the deadline) unless `cancel_fd` (if >= 0)
+// becomes readable first: ErrorCode::deadline_exceeded or ErrorCode::aborted, naming `what`.
+Status wait_unless_cancelled(int fd, short events, Deadline deadline, int cancel_fd,
+                             const std::string& what);
 // Waits until `fd` is readable (writable); false on timeout.
 bool wait_readable(int fd, Deadline deadline);
 bool wait_writable(int fd, Deadline deadline);

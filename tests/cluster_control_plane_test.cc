@@ -32,6 +32,11 @@ void expect_allreduce_works(testing::TestCluster& cluster, std::uint64_t count =
   });
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream file(path);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
 // User plus system CPU time of a process, in clock ticks.
 long cpu_ticks(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -151,6 +156,52 @@ TEST(ClusterControlPlane, SigtermEndsAServingWorkerWithStatusZeroAndRemovesItsSo
   EXPECT_EQ(cluster.cluster->worker(1).wait(), 0) << cluster.cluster->log_of_worker(1);
   EXPECT_FALSE(std::filesystem::exists(socket));
   EXPECT_NE(cluster.cluster->log_of_worker(1).find("stopping on signal 15"), std::string::npos);
+}
+
+// SIGTERM to `process` after `settle`; expects exit status 0 within two seconds and the log line.
+void expect_clean_stop(cli::ChildProcess& process, const std::string& log_path,
+                       std::chrono::milliseconds settle) {
+  std::this_thread::sleep_for(settle);
+  ASSERT_TRUE(process.running()) << read_file(log_path);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(process.pid(), SIGTERM), 0);
+  EXPECT_EQ(process.wait(), 0) << read_file(log_path);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_NE(read_file(log_path).find("stopping on signal 15"), std::string::npos)
+      << read_file(log_path);
+}
+
+TEST(ClusterControlPlane, SigtermEndsAWorkerAndACoordinatorAtEveryStepOfForming) {
+  const std::string directory = ::testing::TempDir();
+  const std::string ready = directory + "/sigterm-coordinator.address";
+  std::filesystem::remove(ready);
+  // A worker whose coordinator is not there: it is retrying to connect.
+  const std::string lonely_log = directory + "/sigterm-lonely.log";
+  cli::ChildProcess lonely = cli::ChildProcess::start(
+      {GRADSYNC_DAEMON, "worker", "--coordinator", "127.0.0.1:1", "--listen", "127.0.0.1:0",
+       "--socket", directory + "/sigterm-lonely.sock"},
+      lonely_log);
+  expect_clean_stop(lonely, lonely_log, std::chrono::milliseconds(300));
+
+  // A worker waiting for a group of two that never forms, and its coordinator.
+  const std::string coordinator_log = directory + "/sigterm-coordinator.log";
+  cli::ChildProcess coordinator = cli::ChildProcess::start(
+      {GRADSYNC_DAEMON, "coordinator", "--listen", "127.0.0.1:0", "--world-size", "2",
+       "--ready-file", ready},
+      coordinator_log);
+  for (int waited = 0; !std::filesystem::exists(ready) && waited < 500; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string address = read_file(ready);
+  address.erase(address.find_last_not_of('\n') + 1);
+  const std::string waiting_log = directory + "/sigterm-waiting.log";
+  cli::ChildProcess waiting = cli::ChildProcess::start(
+      {GRADSYNC_DAEMON, "worker", "--coordinator", address, "--listen", "127.0.0.1:0",
+       "--socket", directory + "/sigterm-waiting.sock"},
+      waiting_log);
+  expect_clean_stop(waiting, waiting_log, std::chrono::milliseconds(500));
+  EXPECT_NE(read_file(waiting_log).find("joining"), std::string::npos);
+  expect_clean_stop(coordinator, coordinator_log, std::chrono::milliseconds(0));
 }
 
 TEST(ClusterControlPlane, AThousandIdleConnectionsNeitherStopAGroupNorCostCpu) {
