@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -113,6 +114,7 @@ class ClientConnection {
       if (submission.input_bytes > 0) {
         std::memcpy(state->region->memory.data() + submission.input_offset, submission.input,
                     submission.input_bytes);
+        bytes_copied_ += submission.input_bytes;
       }
     }
     proto::ClientToDaemon request;
@@ -173,6 +175,8 @@ class ClientConnection {
       if ((message.*is_answer)()) return message;
     }
   }
+
+  std::uint64_t bytes_copied() const { return bytes_copied_; }
 
   PooledRegion* lend(std::uint64_t bytes) {
     std::lock_guard lock(mutex_);
@@ -235,6 +239,7 @@ class ClientConnection {
     if (state.status.ok() && state.output_bytes > 0) {
       std::memcpy(state.output, state.region->memory.data() + state.output_offset,
                   state.output_bytes);
+      bytes_copied_ += state.output_bytes;
     }
     state.done = true;
     release(state);
@@ -256,6 +261,7 @@ class ClientConnection {
   std::vector<int> daemon_cpus_;
   std::mutex mutex_;
   std::uint64_t next_request_id_ = 1;
+  std::atomic<std::uint64_t> bytes_copied_{0};
   std::uint64_t next_region_id_ = 1;
   std::vector<std::unique_ptr<PooledRegion>> regions_;
   std::map<std::uint64_t, std::shared_ptr<OpState>> in_flight_;
@@ -282,6 +288,8 @@ std::byte* SharedTensor::data() const {
   return region_ != nullptr ? region_->memory.data() : nullptr;
 }
 std::size_t SharedTensor::size() const { return region_ != nullptr ? region_->memory.size() : 0; }
+
+std::uint64_t Client::bytes_copied() const { return connection_->bytes_copied(); }
 
 SharedTensor Client::allocate(std::size_t bytes) {
   return SharedTensor(connection_.get(), connection_->lend(std::max<std::size_t>(bytes, 1)));

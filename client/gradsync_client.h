@@ -126,6 +126,10 @@ class Client {
   GroupPlan plan(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   DaemonStatus status(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+  // Bytes copied so far between callers' memory and the shared regions (in and out); ops in place
+  // on a SharedTensor add nothing.
+  std::uint64_t bytes_copied() const;
+
   // At least `bytes` bytes of shared memory, for ops that copy nothing (see SharedTensor).
   SharedTensor allocate(std::size_t bytes);
 

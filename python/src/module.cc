@@ -1,0 +1,331 @@
+// gradsync._gradsync: the C++ client library for Python. NumPy arrays come through the buffer
+// protocol and torch tensors through their data_ptr(), so that this module needs neither NumPy's
+// nor torch's headers; what gradsync cannot take is refused here, before anything is sent. Every
+// call that waits releases the GIL. A ClientError becomes the exception class of its code, each a
+// subclass of gradsync.Error.
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "client/gradsync_client.h"
+
+namespace py = pybind11;
+
+namespace gradsync {
+namespace {
+
+using Release = py::call_guard<py::gil_scoped_release>;
+
+// The exception classes, by code; `Error` is their base.
+std::map<ErrorCode, PyObject*>& exception_classes() {
+  static std::map<ErrorCode, PyObject*> classes;
+  return classes;
+}
+
+void add_exception_classes(py::module_& module) {
+  static PyObject* base = PyErr_NewException("gradsync.Error", PyExc_RuntimeError, nullptr);
+  module.attr("Error") = py::handle(base);
+  const std::pair<ErrorCode, const char*> named[] = {
+      {ErrorCode::invalid_argument, "InvalidArgument"},
+      {ErrorCode::mismatch, "Mismatch"},
+      {ErrorCode::peer_lost, "PeerLost"},
+      {ErrorCode::deadline_exceeded, "DeadlineExceeded"},
+      {ErrorCode::protocol_error, "ProtocolError"},
+      {ErrorCode::aborted, "Aborted"},
+      {ErrorCode::unauthenticated, "Unauthenticated"},
+      {ErrorCode::internal, "Internal"},
+  };
+  for (const auto& [code, name] : named) {
+    PyObject* type = PyErr_NewException(("gradsync." + std::string(name)).c_str(), base, nullptr);
+    exception_classes()[code] = type;
+    module.attr(name) = py::handle(type);
+  }
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const ClientError& error) {
+      const auto found = exception_classes().find(error.code());
+      PyErr_SetString(found != exception_classes().end() ? found->second : base,
+                      error.status().message().c_str());
+    }
+  });
+}
+
+OpOptions op_options(const std::string& op, const std::string& algorithm, double timeout_s,
+                     const std::string& name, int root) {
+  OpOptions options;
+  const auto reduce_op = parse_reduce_op(op);
+  if (!reduce_op) throw py::value_error("unknown reduce op '" + op + "'");
+  options.op = *reduce_op;
+  if (!algorithm.empty() && algorithm != "auto") {
+    options.algorithm = parse_algorithm(algorithm);
+    if (!options.algorithm || *options.algorithm == Algorithm::probe) {
+      throw py::value_error("unknown algorithm '" + algorithm + "'");
+    }
+  }
+  if (timeout_s > 0) {
+    options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000 + 0.5));
+  }
+  options.name = name;
+  options.root = root;
+  return options;
+}
+
+// A tensor an op reads or writes: its address, element count and dtype. NumPy arrays (and
+// whatever else exports a buffer) come through the buffer protocol in one call; torch tensors,
+// which export none, through data_ptr(). What gradsync cannot take is a TypeError naming why.
+struct Memory {
+  void* address = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::f32;
+};
+
+DataType dtype_of_format(const py::object& tensor, const std::string& format, py::ssize_t itemsize,
+                         const char* what) {
+  // "f", or "<f", "=f", "@f" (little-endian, as this machine is); never "Zf" (complex) or ">f".
+  std::string_view code = format;
+  if (!code.empty() && (code.front() == '<' || code.front() == '=' || code.front() == '@')) {
+    code.remove_prefix(1);
+  }
+  switch (code.size() == 1 ? code.front() : '?') {
+    case 'e': return DataType::f16;
+    case 'f': return DataType::f32;
+    case 'd': return DataType::f64;
+    case 'B': return DataType::u8;
+    case 'i': case 'l': case 'q':
+      if (itemsize == 4) return DataType::i32;
+      if (itemsize == 8) return DataType::i64;
+      break;
+    default: break;
+  }
+  // NumPy's own name of the dtype where there is one: "complex64" says more than "Zf".
+  const std::string type = py::hasattr(tensor, "dtype")
+                               ? "dtype " + py::str(tensor.attr("dtype")).cast<std::string>()
+                               : "buffer format '" + format + "'";
+  throw py::type_error(std::string(what) + " has " + type +
+                       "; gradsync takes float16, bfloat16 (torch), float32, float64, int32, "
+                       "int64 and uint8");
+}
+
+Memory torch_memory(const py::object& tensor, const char* what) {
+  if (tensor.attr("device").attr("type").cast<std::string>() != "cpu") {
+    throw py::type_error(std::string(what) + " is on " + py::str(tensor.attr("device")).cast<std::string>() +
+                         "; gradsync takes CPU tensors");
+  }
+  if (!tensor.attr("is_contiguous")().cast<bool>()) {
+    throw py::type_error(std::string(what) + " is not contiguous; call .contiguous() first");
+  }
+  std::string dtype = py::str(tensor.attr("dtype")).cast<std::string>();
+  dtype.erase(0, dtype.find('.') + 1);  // "torch.float32"
+  static const std::map<std::string, DataType> kTorchTypes = {
+      {"float16", DataType::f16}, {"bfloat16", DataType::bf16}, {"float32", DataType::f32},
+      {"float64", DataType::f64}, {"int32", DataType::i32},     {"int64", DataType::i64},
+      {"uint8", DataType::u8}};
+  const auto found = kTorchTypes.find(dtype);
+  if (found == kTorchTypes.end()) {
+    throw py::type_error(std::string(what) + " has dtype " + dtype +
+                         "; gradsync takes float16, bfloat16, float32, float64, int32, int64 "
+                         "and uint8");
+  }
+  return {reinterpret_cast<void*>(tensor.attr("data_ptr")().cast<std::uintptr_t>()),
+          tensor.attr("numel")().cast<std::size_t>(), found->second};
+}
+
+Memory memory_of(const py::object& tensor, const char* what, bool writable) {
+  if (PyObject_CheckBuffer(tensor.ptr())) {
+    Py_buffer view;
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(tensor.ptr(), &view, flags) != 0) {
+      PyErr_Clear();
+      Py_buffer plain;
+      if (PyObject_GetBuffer(tensor.ptr(), &plain, PyBUF_SIMPLE) == 0) {
+        const bool read_only = plain.readonly != 0;
+        PyBuffer_Release(&plain);
+        if (read_only && writable) {
+          throw py::type_error(std::string(what) +
+                               " is read-only; the op writes its result into it");
+        }
+      } else {
+        PyErr_Clear();
+      }
+      throw py::type_error(std::string(what) +
+                           " is not C-contiguous; use numpy.ascontiguousarray");
+    }
+    Memory memory;
+    try {
+      memory = {view.buf, static_cast<std::size_t>(view.len / std::max<py::ssize_t>(view.itemsize, 1)),
+                dtype_of_format(tensor, view.format != nullptr ? view.format : "B",
+                                view.itemsize, what)};
+    } catch (...) {
+      PyBuffer_Release(&view);
+      throw;
+    }
+    PyBuffer_Release(&view);  // the caller keeps the object alive for the op
+    return memory;
+  }
+  if (py::hasattr(tensor, "data_ptr") && py::hasattr(tensor, "is_contiguous")) {
+    return torch_memory(tensor, what);
+  }
+  throw py::type_error(std::string(what) + " is a " +
+                       py::str(py::type::of(tensor).attr("__name__")).cast<std::string>() +
+                       "; gradsync takes NumPy arrays and torch CPU tensors");
+}
+
+// An input and an output of one dtype.
+std::pair<Memory, Memory> memory_pair(const py::object& input, const py::object& output) {
+  const Memory in = memory_of(input, "the input", false);
+  const Memory out = memory_of(output, "the output", true);
+  if (in.dtype != out.dtype) {
+    throw py::type_error("the input is " + std::string(name(in.dtype)) + " and the output " +
+                         std::string(name(out.dtype)) + "; they must have one dtype");
+  }
+  return {in, out};
+}
+
+// The daemon reads or writes exactly this rank's chunk of `total` elements: memory of another
+// size would be overrun, so it is refused before anything is sent.
+void check_chunk(const Client& client, std::size_t have, std::size_t total, const char* what) {
+  const std::size_t p = static_cast<std::size_t>(client.world_size());
+  const std::size_t rank = static_cast<std::size_t>(client.rank());
+  const std::size_t wanted = total / p + (rank < total % p ? 1 : 0);
+  if (have != wanted) {
+    throw py::value_error(std::string(what) + " holds " + std::to_string(have) +
+                          " elements; rank " + std::to_string(rank) + "'s chunk of " +
+                          std::to_string(total) + " elements is " + std::to_string(wanted));
+  }
+}
+
+py::dict status_dict(const DaemonStatus& status) {
+  py::dict result;
+  result["rank"] = status.rank;
+  result["world_size"] = status.world_size;
+  result["generation"] = status.generation;
+  result["data_addresses"] = status.data_addresses;
+  result["clients"] = status.clients;
+  result["submitter_pid"] = status.submitter_pid;
+  result["ops_served"] = status.ops_served;
+  result["ops_failed"] = status.ops_failed;
+  result["heartbeat_age_ms"] = status.heartbeat_age_ms;
+  result["coordinator"] = status.coordinator.ok() ? "connected" : status.coordinator.to_string();
+  result["uptime_s"] = status.uptime_s;
+  return result;
+}
+
+}  // namespace
+}  // namespace gradsync
+
+PYBIND11_MODULE(_gradsync, module) {
+  using namespace gradsync;
+  module.doc() = "The gradsync client library (see the gradsync package)";
+  add_exception_classes(module);
+
+  py::class_<SharedTensor>(module, "SharedTensor", py::buffer_protocol())
+      .def_property_readonly("nbytes", &SharedTensor::size)
+      .def_property_readonly(
+          "address", [](const SharedTensor& tensor) {
+            return reinterpret_cast<std::uintptr_t>(tensor.data());
+          })
+      .def_buffer([](SharedTensor& tensor) {
+        return py::buffer_info(tensor.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                               {tensor.size()}, {1});
+      });
+
+  py::class_<Handle>(module, "Handle")
+      .def("wait", &Handle::wait, Release())
+      .def_property_readonly("algorithm",
+                             [](const Handle& handle) { return std::string(name(handle.algorithm())); })
+      .def_property_readonly("elapsed_us", &Handle::elapsed_us);
+
+  py::class_<Client>(module, "Client")
+      .def(py::init([](const std::string& socket, double timeout_s) {
+             return Client::connect(socket, std::chrono::milliseconds(
+                                                static_cast<long long>(timeout_s * 1000 + 0.5)));
+           }),
+           py::arg("socket"), py::arg("timeout"), Release())
+      .def_property_readonly("rank", &Client::rank)
+      .def_property_readonly("world_size", &Client::world_size)
+      .def_property_readonly("daemon_cpus", &Client::daemon_cpus)
+      .def_property_readonly("bytes_copied", &Client::bytes_copied)
+      .def("plan_text", [](Client& client) {
+        GroupPlan plan;
+        {
+          py::gil_scoped_release release;
+          plan = client.plan();
+        }
+        return describe(plan);
+      })
+      .def("status", [](Client& client) {
+        DaemonStatus status;
+        {
+          py::gil_scoped_release release;
+          status = client.status();
+        }
+        return status_dict(status);
+      })
+      .def("allocate", &Client::allocate, py::keep_alive<0, 1>(), Release())
+      .def("bind_thread_beside_daemon", &Client::bind_thread_beside_daemon)
+      .def(
+          "allreduce",
+          [](Client& client, const py::object& tensor, const OpOptions& options) {
+            const Memory data = memory_of(tensor, "the tensor", true);
+            py::gil_scoped_release release;
+            return client.allreduce_async(data.address, data.count, data.dtype, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "reduce_scatter",
+          [](Client& client, const py::object& input, const py::object& output,
+             const OpOptions& options) {
+            const auto [in, out] = memory_pair(input, output);
+            check_chunk(client, out.count, in.count, "the output");
+            py::gil_scoped_release release;
+            return client.reduce_scatter_async(in.address, in.count, out.address, in.dtype,
+                                               options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "allgather",
+          [](Client& client, const py::object& input, const py::object& output,
+             const OpOptions& options) {
+            const auto [in, out] = memory_pair(input, output);
+            check_chunk(client, in.count, out.count, "the input");
+            py::gil_scoped_release release;
+            return client.allgather_async(in.address, out.address, out.count, in.dtype, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "broadcast",
+          [](Client& client, const py::object& tensor, const OpOptions& options) {
+            const Memory data = memory_of(tensor, "the tensor", true);
+            py::gil_scoped_release release;
+            return client.broadcast_async(data.address, data.count, data.dtype, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "alltoall",
+          [](Client& client, const py::object& input, const py::object& output,
+             const OpOptions& options) {
+            const auto [in, out] = memory_pair(input, output);
+            const std::size_t p = static_cast<std::size_t>(client.world_size());
+            if (in.count != out.count || in.count % p != 0) {
+              throw py::value_error("alltoall needs input and output of the same size, a "
+                                    "multiple of " + std::to_string(p) + " elements; got " +
+                                    std::to_string(in.count) + " and " +
+                                    std::to_string(out.count));
+            }
+            py::gil_scoped_release release;
+            return client.alltoall_async(in.address, out.address, in.count / p, in.dtype,
+                                         options);
+          },
+          py::keep_alive<0, 1>())
+      .def("barrier", &Client::barrier, Release());
+
+  py::class_<OpOptions>(module, "OpOptions")
+      .def(py::init(&op_options), py::arg("op") = "sum", py::arg("algorithm") = "",
+           py::arg("timeout") = 0.0, py::arg("name") = "", py::arg("root") = 0);
+}

@@ -1,0 +1,83 @@
+"""Real gradsync groups for the Python tests: `gradsync local` started by the test itself, one
+Client per rank, each rank's calls on a thread of its own (a rank waits for the others inside
+every collective, without the GIL)."""
+import os
+import signal
+import subprocess
+import threading
+
+import pytest
+
+import gradsync
+
+BIN = os.environ.get("GRADSYNC_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin"))
+
+
+class Group:
+    """`gradsync local --workers p` for the length of a test module or test."""
+
+    def __init__(self, workers):
+        self.process = subprocess.Popen(
+            [os.path.join(BIN, "gradsync"), "local", "--workers", str(workers)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True)
+        self.sockets = []
+        for line in self.process.stdout:
+            if line.startswith("rank "):
+                self.sockets.append(line.split(": ", 1)[1].strip())
+            if len(self.sockets) == workers:
+                break
+        if len(self.sockets) != workers:
+            self.stop()
+            raise RuntimeError("gradsync local did not start")
+        self.clients = [gradsync.Client(socket) for socket in self.sockets]
+
+    @property
+    def size(self):
+        return len(self.sockets)
+
+    def on_every_rank(self, body):
+        """Runs body(rank, client) on one thread per rank; returns the results by rank, or
+        raises the first rank's exception."""
+        results = [None] * self.size
+        errors = [None] * self.size
+
+        def run(rank):
+            try:
+                results[rank] = body(rank, self.clients[rank])
+            except BaseException as error:  # noqa: B902 (handed to the test's thread)
+                errors[rank] = error
+
+        threads = [threading.Thread(target=run, args=(rank,)) for rank in range(self.size)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        for error in errors:
+            if error is not None:
+                raise error
+        return results
+
+    def fresh_clients(self):
+        """New clients on every rank: new op streams that start over together."""
+        self.clients = [None] * self.size
+        self.clients = [gradsync.Client(socket) for socket in self.sockets]
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def group3():
+    group = Group(3)
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def group2():
+    group = Group(2)
+    yield group
+    group.stop()

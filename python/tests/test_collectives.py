@@ -1,0 +1,128 @@
+"""Every collective on NumPy arrays of every dtype gradsync takes, against NumPy's own result,
+on a group of three; the bad inputs the package refuses before anything is sent."""
+import numpy as np
+import pytest
+
+import gradsync
+
+NUMPY_DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8]
+COUNT = 1000  # not a multiple of 3: the chunks of the balanced partition differ by one
+
+
+def contribution(rank, dtype, count=COUNT):
+    """Rank r's values: small integers, exact in every dtype, so the sum is known."""
+    return ((np.arange(count) + rank) % 7).astype(dtype)
+
+
+def chunk(count, rank, size):
+    """The balanced partition's chunk of `rank`: (offset, length)."""
+    base, extra = divmod(count, size)
+    return rank * base + min(rank, extra), base + (1 if rank < extra else 0)
+
+
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_allreduce_matches_numpy(group3, dtype, op):
+    expected = getattr(np, {"sum": "sum", "max": "max", "min": "min"}[op])(
+        [contribution(r, dtype) for r in range(group3.size)], axis=0).astype(dtype)
+
+    def body(rank, client):
+        data = contribution(rank, dtype)
+        client.allreduce(data, op=op)
+        return data
+
+    for result in group3.on_every_rank(body):
+        np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_reduce_scatter_leaves_each_rank_its_chunk_of_the_sum(group3, dtype):
+    total = np.sum([contribution(r, dtype) for r in range(group3.size)], axis=0).astype(dtype)
+
+    def body(rank, client):
+        offset, length = chunk(COUNT, rank, group3.size)
+        output = np.zeros(length, dtype=dtype)
+        client.reduce_scatter(contribution(rank, dtype), output)
+        return offset, output
+
+    for offset, output in group3.on_every_rank(body):
+        np.testing.assert_array_equal(output, total[offset:offset + len(output)])
+
+
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_allgather_concatenates_every_ranks_chunk(group3, dtype):
+    whole = contribution(0, dtype)
+
+    def body(rank, client):
+        offset, length = chunk(COUNT, rank, group3.size)
+        output = np.zeros(COUNT, dtype=dtype)
+        client.allgather(whole[offset:offset + length].copy(), output)
+        return output
+
+    for output in group3.on_every_rank(body):
+        np.testing.assert_array_equal(output, whole)
+
+
+@pytest.mark.parametrize("root", [0, 2])
+def test_broadcast_gives_every_rank_the_roots_values(group3, root):
+    def body(rank, client):
+        data = contribution(rank, np.float64)
+        client.broadcast(data, root=root)
+        return data
+
+    for data in group3.on_every_rank(body):
+        np.testing.assert_array_equal(data, contribution(root, np.float64))
+
+
+def test_alltoall_sends_block_j_to_rank_j(group3):
+    p, block = group3.size, 5
+
+    def body(rank, client):
+        sent = (100 * rank + np.arange(p * block)).astype(np.int64)
+        received = np.zeros(p * block, dtype=np.int64)
+        client.alltoall(sent, received)
+        return received
+
+    for rank, received in enumerate(group3.on_every_rank(body)):
+        expected = np.concatenate(
+            [100 * source + np.arange(rank * block, (rank + 1) * block) for source in range(p)])
+        np.testing.assert_array_equal(received, expected)
+
+
+def test_average_and_barrier(group3):
+    def body(rank, client):
+        data = np.full(10, float(rank), dtype=np.float32)
+        client.barrier()
+        client.allreduce(data, op="avg")
+        return data
+
+    for data in group3.on_every_rank(body):
+        np.testing.assert_allclose(data, np.full(10, 1.0, dtype=np.float32))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.zeros(4, dtype=np.complex64), "has dtype complex64"),
+    (np.zeros((4, 4), dtype=np.float32)[:, 1], "not C-contiguous"),
+    ([1.0, 2.0], "is a list"),
+])
+def test_what_gradsync_cannot_take_is_a_type_error_before_anything_is_sent(group3, bad,
+                                                                            message):
+    with pytest.raises(TypeError, match=message):
+        group3.clients[0].allreduce(bad)
+    read_only = np.zeros(4, dtype=np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(TypeError, match="read-only"):
+        group3.clients[0].allreduce(read_only)
+    with pytest.raises(TypeError, match="must have one dtype"):
+        group3.clients[0].allgather(np.zeros(4, np.float32), np.zeros(12, np.float64))
+    with pytest.raises(ValueError, match="unknown reduce op"):
+        group3.clients[0].allreduce(np.zeros(4, np.float32), op="median")
+
+
+def test_a_wrongly_sized_output_is_refused_before_anything_is_sent(group3):
+    with pytest.raises(ValueError, match="rank 0's chunk of 1000 elements is 334"):
+        group3.clients[0].reduce_scatter(np.zeros(1000, np.float32), np.zeros(10, np.float32))
+    with pytest.raises(ValueError, match="rank 0's chunk of 12 elements is 4"):
+        group3.clients[0].allgather(np.zeros(3, np.float32), np.zeros(12, np.float32))
+    # Nothing was sent: the group still runs the next op.
+    test_average_and_barrier(group3)
