@@ -1,0 +1,158 @@
+"""torch.distributed over gradsync: a process-group backend named "gradsync".
+
+    import torch.distributed as dist
+    import gradsync.torch  # registers the backend
+    dist.init_process_group("gradsync")            # RANK, WORLD_SIZE, MASTER_ADDR/PORT as for gloo
+    model = torch.nn.parallel.DistributedDataParallel(model)   # unchanged
+
+Each process talks to its host's daemon (GRADSYNC_SOCKET, else GRADSYNC_SOCKETS[LOCAL_RANK]);
+torch's rank must be the daemon's rank, which a clear error says otherwise. Tensors go through
+the daemon's shared memory; the ops of one process run in the order it calls them, each a torch
+Future completed from one thread per process group. Supported: all_reduce (sum, avg, min, max,
+product), broadcast, all_gather, reduce_scatter, all_to_all_single with equal splits, barrier,
+and what DDP calls of them.
+"""
+import queue
+import threading
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+
+import gradsync
+
+_REDUCE_OPS = {
+    dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg", dist.ReduceOp.MIN: "min",
+    dist.ReduceOp.MAX: "max", dist.ReduceOp.PRODUCT: "prod",
+}
+
+
+def _reduce_op(op):
+    for known, name in _REDUCE_OPS.items():
+        if op == known:
+            return name
+    raise ValueError("gradsync reduces with sum, avg, min, max and product; not " + str(op))
+
+
+def _single(tensors, what):
+    if len(tensors) != 1:
+        raise ValueError(f"gradsync's {what} takes one tensor per process, got {len(tensors)}")
+    return tensors[0]
+
+
+class _Completer:
+    """One thread that waits for a process group's ops in the order they were submitted (the
+    order they complete in: one op stream) and completes their torch futures."""
+
+    def __init__(self):
+        self._pending = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="gradsync-completer", daemon=True).start()
+
+    def submit(self, work, result, finish=None):
+        future = torch.futures.Future()
+        self._pending.put((work, future, result, finish))
+        return _create_work_from_future(future)
+
+    def _run(self):
+        while True:
+            work, future, result, finish = self._pending.get()
+            try:
+                work.wait()
+                if finish is not None:
+                    finish()
+                future.set_result(result)
+            except Exception as error:  # noqa: B902 (handed to whoever waits on the future)
+                future.set_exception(error)
+
+
+class ProcessGroupGradsync(dist.ProcessGroup):
+    """A torch.distributed process group whose collectives run on the local gradsync daemon."""
+
+    def __init__(self, rank, size, client=None):
+        super().__init__(rank, size)
+        self.client = client or gradsync.Client()
+        if (self.client.rank, self.client.world_size) != (rank, size):
+            raise RuntimeError(
+                f"torch's rank {rank} of {size} talks to a gradsync daemon of rank "
+                f"{self.client.rank} of {self.client.world_size} ({self.client.socket}); give "
+                "each process the socket of the daemon whose rank is its own (GRADSYNC_SOCKET, "
+                "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK)")
+        self.client.bind_thread_beside_daemon()
+        self._completer = _Completer()
+
+    def getBackendName(self):
+        return "gradsync"
+
+    def _done(self, work, result, finish=None):
+        return self._completer.submit(work, result, finish)
+
+    def allreduce(self, tensors, opts=None):
+        tensor = _single(tensors, "all_reduce")
+        op = _reduce_op(opts.reduceOp) if opts is not None else "sum"
+        return self._done(self.client.allreduce_async(tensor, op=op), tensors)
+
+    def broadcast(self, tensors, opts):
+        tensor = _single(tensors, "broadcast")
+        return self._done(self.client.broadcast_async(tensor, root=opts.rootRank), tensors)
+
+    def allgather(self, output_lists, input_tensors, opts=None):
+        tensor = _single(input_tensors, "all_gather")
+        outputs = _single(output_lists, "all_gather")
+        gathered = torch.empty(self.size() * tensor.numel(), dtype=tensor.dtype)
+        work = self.client.allgather_async(tensor.contiguous().view(-1), gathered)
+
+        def scatter_back():
+            for output, part in zip(outputs, gathered.chunk(self.size())):
+                output.copy_(part.view_as(output))
+
+        return self._done(work, output_lists, scatter_back)
+
+    def _allgather_base(self, output, input, opts=None):
+        return self._done(self.client.allgather_async(input.contiguous().view(-1),
+                                                      output.view(-1)), [output])
+
+    def reduce_scatter(self, outputs, input_lists, opts):
+        output = _single(outputs, "reduce_scatter")
+        inputs = _single(input_lists, "reduce_scatter")
+        whole = torch.cat([tensor.contiguous().view(-1) for tensor in inputs])
+        flat = torch.empty(output.numel(), dtype=output.dtype)
+        work = self.client.reduce_scatter_async(whole, flat, op=_reduce_op(opts.reduceOp))
+        return self._done(work, outputs, lambda: output.copy_(flat.view_as(output)))
+
+    def _reduce_scatter_base(self, output, input, opts):
+        return self._done(self.client.reduce_scatter_async(
+            input.contiguous().view(-1), output.view(-1), op=_reduce_op(opts.reduceOp)),
+            [output])
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
+        if output_split_sizes or input_split_sizes:
+            raise ValueError("gradsync's all_to_all_single takes equal splits only")
+        return self._done(self.client.alltoall_async(input.contiguous().view(-1),
+                                                     output.view(-1)), [output])
+
+    def barrier(self, opts=None):
+        return self._done(self.client.allreduce_async(torch.zeros(1)), [])
+
+
+def _create(store, rank, world_size, timeout):
+    return ProcessGroupGradsync(rank, world_size)
+
+
+def allreduce_avg_hook(process_group, bucket):
+    """A DDP communication hook: the bucket's gradients averaged over every rank by gradsync
+    (model.register_comm_hook(group, allreduce_avg_hook)), whatever the group's backend."""
+    pg = process_group if isinstance(process_group, ProcessGroupGradsync) else None
+    if pg is None:
+        raise TypeError("allreduce_avg_hook needs the gradsync process group as its state")
+    return pg.allreduce([bucket.buffer()], _avg_options()).get_future().then(
+        lambda future: future.value()[0])
+
+
+def _avg_options():
+    options = dist.AllreduceOptions()
+    options.reduceOp = dist.ReduceOp.AVG
+    return options
+
+
+if "GRADSYNC" not in dist.Backend._plugins:
+    dist.Backend.register_backend("gradsync", _create)

@@ -1,0 +1,30 @@
+"""The "gradsync" torch.distributed backend, every rank a process of its own as under torchrun:
+every collective, DDP against DDP over gloo, and a rank that does not match its daemon's."""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_ranks(group, tmp_path, env_for_rank=lambda rank: {}):
+    init_file = str(tmp_path / "init")
+    ranks = []
+    for rank in range(group.size):
+        env = dict(os.environ, GRADSYNC_SOCKETS=",".join(group.sockets), LOCAL_RANK=str(rank))
+        env.update(env_for_rank(rank))
+        ranks.append(subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "torch_rank.py"), str(rank), str(group.size),
+             init_file], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    return [rank.communicate(timeout=300)[0] for rank in ranks]
+
+
+def test_every_collective_and_ddp_match_gloo_on_every_rank(group2, tmp_path):
+    for output in run_ranks(group2, tmp_path):
+        assert output.strip().endswith("ok"), output
+
+
+def test_a_process_whose_daemon_has_another_rank_is_told_so(group2, tmp_path):
+    outputs = run_ranks(group2, tmp_path, lambda rank: {"LOCAL_RANK": str(1 - rank)})
+    for output in outputs:
+        assert "talks to a gradsync daemon of rank" in output, output
