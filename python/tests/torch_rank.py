@@ -1,8 +1,8 @@
 """One rank of the torch backend tests, run as a process of its own (as torchrun would):
     torch_rank.py RANK WORLD_SIZE INIT_FILE
 with GRADSYNC_SOCKETS set. Checks every collective of the "gradsync" backend against its closed
-form, then trains the same model with DDP over gradsync and over gloo and checks that both give
-the same parameters, the same on every rank. Prints "ok" when all holds."""
+form, then trains the same model with DDP over gradsync, over gloo, and over gloo with gradsync's
+average hook, and checks that all give the same parameters, the same on every rank. Prints "ok" when all holds."""
 import sys
 
 import torch
@@ -45,10 +45,12 @@ def collectives(rank, size):
     dist.barrier()
 
 
-def train(process_group, rank, steps=5):
+def train(process_group, rank, steps=5, hook_state=None):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=process_group)
+    if hook_state is not None:
+        ddp.register_comm_hook(hook_state, gradsync.torch.allreduce_avg_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
     data = torch.Generator().manual_seed(1000 + rank)
     for _ in range(steps):
@@ -66,7 +68,12 @@ def main():
                             world_size=size)
     collectives(rank, size)
     over_gradsync = train(dist.group.WORLD, rank)
-    over_gloo = train(dist.new_group(backend="gloo"), rank)
+    gloo = dist.new_group(backend="gloo")
+    over_gloo = train(gloo, rank)
+    # The gradients of DDP over gloo, averaged by gradsync's hook instead.
+    over_hook = train(gloo, rank, hook_state=dist.distributed_c10d._get_default_group())
+    check(torch.allclose(over_hook, over_gloo, rtol=1e-5, atol=1e-6),
+          "DDP with gradsync's average hook differs from DDP over gloo")
     check(torch.allclose(over_gradsync, over_gloo, rtol=1e-5, atol=1e-6),
           f"DDP over gradsync and over gloo differ by "
           f"{(over_gradsync - over_gloo).abs().max().item()}")
