@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs under `gradsync local` (GRADSYNC_SOCKETS names every rank's daemon): four client processes
-# all-reduce real tensors through .npy files, the results are checked, then the group's plan and a
-# benchmark table.
+# all-reduce real tensors through .npy files, the results are checked, a small model trains with
+# DDP over gradsync, then the group's plan and a benchmark table.
 set -euo pipefail
 bin="$(dirname "$0")/../build/bin"
 IFS=, read -ra sockets <<<"$GRADSYNC_SOCKETS"
@@ -42,6 +42,9 @@ for ((r = 0; r < ranks; r++)); do
 done
 echo "demo: $ranks client processes all-reduced $count-element f32 tensors (.npy);" \
   "every rank's result equals the expected sum"
+echo
+# A real training job: DDP over the "gradsync" torch backend, one process per rank.
+/usr/bin/python3 "$(dirname "$0")/../examples/train_digits.py" --epochs 5
 echo
 # What the group measured when it formed and what auto runs because of it.
 "$bin/gradsync" plan --sizes 4,4KiB,64KiB,1MiB,16MiB

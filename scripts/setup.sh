@@ -8,7 +8,7 @@ packages=(
   protobuf-compiler libprotobuf-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev
   libgtest-dev libbenchmark-dev libasio-dev
-  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-sklearn
   iproute2 python3 python3-yaml
 )
 

@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""Data-parallel training over gradsync: an MLP learns the handwritten digits that scikit-learn
+ships (8x8 images, 1797 of them), with torch's DistributedDataParallel over the "gradsync"
+backend, one process per rank, each on its slice of every global batch.
+
+    build/bin/gradsync local --workers 4 -- /usr/bin/python3 examples/train_digits.py
+
+It prints the loss per epoch and the test accuracy; after every step it checks that every rank
+holds bitwise the same parameters, and at the end that the loss curve is the one a single process
+gets from the same global batches.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+from sklearn.datasets import load_digits
+
+import gradsync.torch  # noqa: F401 (registers the "gradsync" backend)
+
+GLOBAL_BATCH = 64
+
+
+def data():
+    """The digits, scaled to [0, 1], split 80/20 in a fixed order."""
+    digits = load_digits()
+    images = torch.tensor(digits.data, dtype=torch.float32) / 16.0
+    labels = torch.tensor(digits.target, dtype=torch.int64)
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
+    images, labels = images[order], labels[order]
+    split = int(0.8 * len(labels))
+    return (images[:split], labels[:split]), (images[split:], labels[split:])
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+
+
+def global_batches(train, epoch):
+    """The epoch's global batches, the same on every rank (a seed per epoch)."""
+    images, labels = train
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(1 + epoch))
+    for start in range(0, len(labels) - GLOBAL_BATCH + 1, GLOBAL_BATCH):
+        chosen = order[start:start + GLOBAL_BATCH]
+        yield images[chosen], labels[chosen]
+
+
+def accuracy(network, test):
+    images, labels = test
+    with torch.no_grad():
+        return (network(images).argmax(dim=1) == labels).float().mean().item()
+
+
+def train_one_process(train, epochs, lr):
+    """The reference: one process, whole global batches. Returns the loss per epoch."""
+    network = model()
+    optimizer = torch.optim.SGD(network.parameters(), lr=lr)
+    losses = []
+    for epoch in range(epochs):
+        total = 0.0
+        steps = 0
+        for images, labels in global_batches(train, epoch):
+            loss = torch.nn.functional.cross_entropy(network(images), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+            steps += 1
+        losses.append(total / steps)
+    return losses
+
+
+def same_parameters_everywhere(network, size):
+    flat = torch.cat([p.detach().view(-1) for p in network.parameters()])
+    everyone = [torch.empty_like(flat) for _ in range(size)]
+    dist.all_gather(everyone, flat)
+    return all(torch.equal(other, flat) for other in everyone)
+
+
+def rank_main(rank, size, init_file, epochs, lr):
+    dist.init_process_group("gradsync", init_method="file://" + init_file, rank=rank,
+                            world_size=size)
+    train, test = data()
+    ddp = torch.nn.parallel.DistributedDataParallel(model())
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    share = GLOBAL_BATCH // size
+    losses = []
+    for epoch in range(epochs):
+        total = torch.zeros(1)
+        steps = 0
+        for images, labels in global_batches(train, epoch):
+            mine = slice(rank * share, (rank + 1) * share)
+            loss = torch.nn.functional.cross_entropy(ddp(images[mine]), labels[mine])
+            optimizer.zero_grad()
+            loss.backward()  # DDP averages the gradients over the ranks: the global batch's
+            optimizer.step()
+            if not same_parameters_everywhere(ddp.module, size):
+                raise SystemExit(f"rank {rank}: ranks hold different parameters after a step")
+            total += loss.detach()
+            steps += 1
+        dist.all_reduce(total, op=dist.ReduceOp.AVG)  # the global batches' mean loss
+        losses.append(total.item() / steps)
+        if rank == 0:
+            print(f"epoch {epoch + 1}: loss {losses[-1]:.4f}", flush=True)
+    if rank == 0:
+        print(f"test accuracy {100 * accuracy(ddp.module, test):.1f}% after {epochs} epochs "
+              f"on {size} ranks; every rank held the same parameters after every step")
+        reference = train_one_process(train, epochs, lr)
+        worst = max(abs(a - b) for a, b in zip(losses, reference))
+        print(f"loss curve against one process over the same global batches: largest "
+              f"difference {worst:.2e}")
+        if worst > 1e-4:
+            raise SystemExit("the loss curve differs from the single process's")
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--lr", type=float, default=0.5)
+    parser.add_argument("--rank", type=int, help="run as this rank (the launcher sets it)")
+    parser.add_argument("--init-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sockets = [s for s in os.environ.get("GRADSYNC_SOCKETS", "").split(",") if s]
+    if not sockets:
+        raise SystemExit("run under `gradsync local --workers N`, which sets GRADSYNC_SOCKETS")
+    if GLOBAL_BATCH % len(sockets) != 0:
+        raise SystemExit(f"{len(sockets)} ranks do not divide the global batch of {GLOBAL_BATCH}")
+    if args.rank is not None:
+        rank_main(args.rank, len(sockets), args.init_file, args.epochs, args.lr)
+        return
+    # The launcher: one process per daemon, as torchrun starts one per rank.
+    with tempfile.TemporaryDirectory() as directory:
+        init_file = os.path.join(directory, "init")
+        ranks = [subprocess.Popen([sys.executable, __file__, "--rank", str(rank), "--init-file",
+                                   init_file, "--epochs", str(args.epochs), "--lr",
+                                   str(args.lr)],
+                                  env=dict(os.environ, LOCAL_RANK=str(rank), RANK=str(rank)))
+                 for rank in range(len(sockets))]
+        failed = [rank for rank, process in enumerate(ranks) if process.wait() != 0]
+    if failed:
+        raise SystemExit(f"ranks {failed} failed")
+
+
+if __name__ == "__main__":
+    main()
