@@ -5,6 +5,10 @@ backend, one process per rank, each on its slice of every global batch.
 
     build/bin/gradsync local --workers 4 -- /usr/bin/python3 examples/train_digits.py
 
+Under a launcher that sets torch's conventions (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT; torchrun does, though Debian 12's torch 1.13 torchrun fails on Python 3.11 before
+it starts anything), each process is the rank it is told and meets the others at MASTER_ADDR.
+
 It prints the loss per epoch and the test accuracy; after every step it checks that every rank
 holds bitwise the same parameters, and at the end that the loss curve is the one a single process
 gets from the same global batches.
@@ -81,9 +85,8 @@ def same_parameters_everywhere(network, size):
     return all(torch.equal(other, flat) for other in everyone)
 
 
-def rank_main(rank, size, init_file, epochs, lr):
-    dist.init_process_group("gradsync", init_method="file://" + init_file, rank=rank,
-                            world_size=size)
+def rank_main(rank, size, init_method, epochs, lr):
+    dist.init_process_group("gradsync", init_method=init_method, rank=rank, world_size=size)
     train, test = data()
     ddp = torch.nn.parallel.DistributedDataParallel(model())
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
@@ -131,7 +134,11 @@ def main():
     if GLOBAL_BATCH % len(sockets) != 0:
         raise SystemExit(f"{len(sockets)} ranks do not divide the global batch of {GLOBAL_BATCH}")
     if args.rank is not None:
-        rank_main(args.rank, len(sockets), args.init_file, args.epochs, args.lr)
+        rank_main(args.rank, len(sockets), "file://" + args.init_file, args.epochs, args.lr)
+        return
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # a launcher made this a rank
+        rank_main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), "env://",
+                  args.epochs, args.lr)
         return
     # The launcher: one process per daemon, as torchrun starts one per rank.
     with tempfile.TemporaryDirectory() as directory:
