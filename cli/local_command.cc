@@ -77,8 +77,8 @@ void add_local_command(CLI::App& app, std::function<int()>& action) {
       ->check(CLI::Range(knobs::kSegmentBytes.min, knobs::kSegmentBytes.max));
   command
       ->add_option(std::string(knobs::kSpinUs.flag), options->cluster.spin_us,
-                   std::string(knobs::kSpinUs.help) + " (default: " +
-                       std::to_string(kSpinUsWithOwnCpu) +
+                   std::string(knobs::kSpinUs.help) +
+                       " (default: " + std::to_string(kSpinUsWithOwnCpu) +
                        " while every worker can have a CPU of its own, else 0)")
       ->check(CLI::Range(knobs::kSpinUs.min, knobs::kSpinUs.max));
   command->add_flag("!--no-bind-cpus", options->cluster.bind_cpus,

@@ -332,8 +332,8 @@ bool Client::bind_thread_beside_daemon() {
 GroupPlan Client::plan(std::chrono::milliseconds timeout) {
   proto::ClientToDaemon request;
   request.mutable_plan_request();
-  const proto::DaemonToClient answer = connection_->ask(
-      request, &proto::DaemonToClient::has_plan, net::Deadline::after(timeout));
+  const proto::DaemonToClient answer =
+      connection_->ask(request, &proto::DaemonToClient::has_plan, net::Deadline::after(timeout));
   GroupPlan plan;
   throw_if_failed(from_proto(answer.plan(), plan));
   return plan;
@@ -342,14 +342,19 @@ GroupPlan Client::plan(std::chrono::milliseconds timeout) {
 DaemonStatus Client::status(std::chrono::milliseconds timeout) {
   proto::ClientToDaemon request;
   request.mutable_status_request();
-  const proto::DaemonToClient reply = connection_->ask(
-      request, &proto::DaemonToClient::has_status, net::Deadline::after(timeout));
+  const proto::DaemonToClient reply =
+      connection_->ask(request, &proto::DaemonToClient::has_status, net::Deadline::after(timeout));
   const proto::DaemonStatus& answer = reply.status();
-  DaemonStatus status{answer.rank(),          answer.world_size(),
-                      answer.generation(),    {},
-                      answer.clients(),       answer.submitter_pid(),
-                      answer.ops_served(),    answer.ops_failed(),
-                      answer.heartbeat_age_ms(), from_proto(answer.coordinator()),
+  DaemonStatus status{answer.rank(),
+                      answer.world_size(),
+                      answer.generation(),
+                      {},
+                      answer.clients(),
+                      answer.submitter_pid(),
+                      answer.ops_served(),
+                      answer.ops_failed(),
+                      answer.heartbeat_age_ms(),
+                      from_proto(answer.coordinator()),
                       answer.uptime_s()};
   status.data_addresses.resize(std::max(answer.world_size(), 0));
   for (const proto::Peer& peer : answer.peers()) {

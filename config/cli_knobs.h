@@ -26,7 +26,8 @@ CLI::Option* add_knob(CLI::App& command, const knobs::Knob<T>& knob, T& value) {
 
 // The names of `values` but `except`, as a flag's choices.
 template <typename Enum, std::size_t N>
-std::vector<std::string> names_of(const Enum (&values)[N], std::initializer_list<Enum> except = {}) {
+std::vector<std::string> names_of(const Enum (&values)[N],
+                                  std::initializer_list<Enum> except = {}) {
   std::vector<std::string> names;
   for (Enum value : values) {
     if (std::find(except.begin(), except.end(), value) == except.end()) {

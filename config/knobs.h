@@ -29,8 +29,8 @@ struct Knob {
 };
 
 inline constexpr Knob<std::size_t> kSegmentBytes{
-    "--segment-bytes", "GRADSYNC_SEGMENT_BYTES", std::size_t{1} << 20, 4096, std::size_t{64} << 20,
-    "Pipelining segment size", kWorker | kLauncher};
+    "--segment-bytes",     "GRADSYNC_SEGMENT_BYTES",  std::size_t{1} << 20, 4096,
+    std::size_t{64} << 20, "Pipelining segment size", kWorker | kLauncher};
 inline constexpr Knob<int> kSpinUs{"--spin-us",
                                    "GRADSYNC_SPIN_US",
                                    0,
@@ -38,12 +38,9 @@ inline constexpr Knob<int> kSpinUs{"--spin-us",
                                    100'000,
                                    "Busy-poll this long before blocking on the network",
                                    kWorker | kLauncher};
-inline constexpr Knob<int> kOpTimeoutMs{"--timeout-ms",
-                                        "GRADSYNC_TIMEOUT_MS",
-                                        60'000,
-                                        1,
-                                        24 * 3'600'000,
-                                        "Deadline of an op, in milliseconds",
+inline constexpr Knob<int> kOpTimeoutMs{"--timeout-ms",   "GRADSYNC_TIMEOUT_MS",
+                                        60'000,           1,
+                                        24 * 3'600'000,   "Deadline of an op, in milliseconds",
                                         kClient | kWorker};
 inline constexpr Knob<int> kConnectTimeoutMs{"--connect-timeout-ms",
                                              "GRADSYNC_CONNECT_TIMEOUT_MS",

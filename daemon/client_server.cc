@@ -79,11 +79,12 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   }
 
   void read(const std::shared_ptr<ClientSession>& session) {
-    session->socket().async_wait(stream_protocol::socket::wait_read,
-                                 [self = shared_from_this(), session](const asio::error_code& error) {
-                                   if (error) return;
-                                   self->take_messages(session);
-                                 });
+    session->socket().async_wait(
+        stream_protocol::socket::wait_read,
+        [self = shared_from_this(), session](const asio::error_code& error) {
+          if (error) return;
+          self->take_messages(session);
+        });
   }
 
   // Serves every message the client has sent; then waits for its next.
@@ -150,9 +151,9 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   static void attach(ClientSession& session, const proto::AttachRegion& request,
                      net::UniqueFd attached) {
     auto region = std::make_shared<net::SharedRegion>();
-    const Status mapped = attached.valid()
-                              ? net::SharedRegion::map(std::move(attached), request.bytes(), *region)
-                              : Status(ErrorCode::invalid_argument, "no descriptor came with it");
+    const Status mapped =
+        attached.valid() ? net::SharedRegion::map(std::move(attached), request.bytes(), *region)
+                         : Status(ErrorCode::invalid_argument, "no descriptor came with it");
     if (!mapped.ok()) {
       // The ops that name this region will fail with a clear error of their own.
       spdlog::warn("a client's shared-memory region {} is unusable: {}", request.region_id(),
@@ -182,8 +183,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     submitted = 0;
     submitter_pid = net::peer_pid(session->socket().native_handle());
     submitter_since = std::chrono::system_clock::now();
-    spdlog::info("rank {}: ops now come from the client with pid {}", hello.rank(),
-                 submitter_pid);
+    spdlog::info("rank {}: ops now come from the client with pid {}", hello.rank(), submitter_pid);
     return {};
   }
 

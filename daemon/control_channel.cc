@@ -103,22 +103,22 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
       self->lose(Status(ErrorCode::aborted, "lost the coordinator: it took no message for " +
                                                 std::to_string(kSendTimeout.count()) + " s"));
     });
-    asio::async_write(socket, asio::buffer(outbox.front()),
-                      [self = shared_from_this()](const asio::error_code& error, std::size_t) {
-                        if (error == asio::error::operation_aborted) return;
-                        if (error) {
-                          self->lose(Status(ErrorCode::aborted,
-                                            "lost the coordinator: " + error.message()));
-                          return;
-                        }
-                        self->outbox.pop_front();
-                        self->last_sent = std::chrono::steady_clock::now().time_since_epoch();
-                        if (self->outbox.empty()) {
-                          self->write_deadline.cancel();
-                        } else {
-                          self->write();
-                        }
-                      });
+    asio::async_write(
+        socket, asio::buffer(outbox.front()),
+        [self = shared_from_this()](const asio::error_code& error, std::size_t) {
+          if (error == asio::error::operation_aborted) return;
+          if (error) {
+            self->lose(Status(ErrorCode::aborted, "lost the coordinator: " + error.message()));
+            return;
+          }
+          self->outbox.pop_front();
+          self->last_sent = std::chrono::steady_clock::now().time_since_epoch();
+          if (self->outbox.empty()) {
+            self->write_deadline.cancel();
+          } else {
+            self->write();
+          }
+        });
   }
 
   void lose(const Status& reason) {

@@ -174,8 +174,7 @@ class CoordinatorServer {
     connection->write_deadline.async_wait([this, connection](const asio::error_code& error) {
       if (error || !connection->writing) return;
       drop(connection, "took none of its messages for " +
-                           std::to_string(std::chrono::milliseconds(kSendTimeout).count()) +
-                           " ms");
+                           std::to_string(std::chrono::milliseconds(kSendTimeout).count()) + " ms");
     });
     asio::async_write(connection->socket, asio::buffer(connection->outbox.front()),
                       [this, connection](const asio::error_code& error, std::size_t) {

@@ -102,22 +102,22 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
       asio::error_code ignored;
       arrival->socket.close(ignored);
     });
-    asio::async_read(arrival->socket, asio::buffer(arrival->hello),
-                     [self = shared_from_this(), arrival](const asio::error_code& error,
-                                                          std::size_t) {
-                       arrival->deadline.cancel();
-                       self->take(*arrival, error);
-                     });
+    asio::async_read(
+        arrival->socket, asio::buffer(arrival->hello),
+        [self = shared_from_this(), arrival](const asio::error_code& error, std::size_t) {
+          arrival->deadline.cancel();
+          self->take(*arrival, error);
+        });
   }
 
   void take(Arrival& arrival, const asio::error_code& error) {
     int rank = -1;
-    Status hello = error ? Status(ErrorCode::protocol_error,
-                                  error == asio::error::operation_aborted
-                                      ? "no hello within " +
-                                            std::to_string(kHelloTimeout.count()) + " s"
-                                      : "no hello: " + error.message())
-                         : check_hello(arrival.hello, plan, rank);
+    Status hello =
+        error ? Status(ErrorCode::protocol_error,
+                       error == asio::error::operation_aborted
+                           ? "no hello within " + std::to_string(kHelloTimeout.count()) + " s"
+                           : "no hello: " + error.message())
+              : check_hello(arrival.hello, plan, rank);
     std::lock_guard lock(mutex);
     if (hello.ok() && (formed || accepted[rank].valid())) {
       hello = Status(ErrorCode::protocol_error,
@@ -142,8 +142,9 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
   }
 
   std::mutex mutex;  // guards what the forming thread reads
-  net::UniqueFd all_arrived{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once none is missing
-  std::vector<net::UniqueFd> accepted;  // by rank: the higher ranks
+  net::UniqueFd all_arrived{
+      ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once none is missing
+  std::vector<net::UniqueFd> accepted;            // by rank: the higher ranks
   int missing = 0;
   bool formed = false;  // from then on, every connection is turned away
 };

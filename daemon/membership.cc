@@ -69,12 +69,10 @@ void Membership::tick(TimePoint now) {
   std::vector<std::pair<ConnectionId, std::string>> expired;
   for (const auto& [id, connection] : connections_) {
     if (connection.deadline > now) continue;
-    expired.emplace_back(id, connection.join ? "no heartbeat for " +
-                                                   std::to_string(config_.heartbeat_timeout.count()) +
-                                                   " ms"
-                                             : "no join request within " +
-                                                   std::to_string(config_.join_timeout.count()) +
-                                                   " ms");
+    expired.emplace_back(
+        id, connection.join
+                ? "no heartbeat for " + std::to_string(config_.heartbeat_timeout.count()) + " ms"
+                : "no join request within " + std::to_string(config_.join_timeout.count()) + " ms");
   }
   for (const auto& [id, reason] : expired) lose(id, reason);
 }
@@ -220,10 +218,10 @@ void Membership::form_group() {
 void Membership::publish() {
   stage_ = Stage::published;
   spdlog::info("coordinator: generation {} plan ({}):\n{}", plan_.generation,
-               plan_.measured ? "probing took " + std::to_string(plan_.probe_ms) +
-                                    " ms, calibration " + std::to_string(plan_.calibration_ms) +
-                                    " ms"
-                              : std::string("from the given model"),
+               plan_.measured
+                   ? "probing took " + std::to_string(plan_.probe_ms) + " ms, calibration " +
+                         std::to_string(plan_.calibration_ms) + " ms"
+                   : std::string("from the given model"),
                describe(plan_));
   proto::CoordinatorToWorker message;
   to_proto(plan_, *message.mutable_plan());

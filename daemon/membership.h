@@ -54,8 +54,7 @@ class Membership {
   explicit Membership(MembershipConfig config) : config_(std::move(config)) {}
 
   void connected(ConnectionId connection, const std::string& from, TimePoint now);
-  void received(ConnectionId connection, const proto::WorkerToCoordinator& message,
-                TimePoint now);
+  void received(ConnectionId connection, const proto::WorkerToCoordinator& message, TimePoint now);
   // The connection is gone (closed by the other side, unreadable, or too slow to take what it
   // is sent); `reason` says which.
   void disconnected(ConnectionId connection, const std::string& reason);
@@ -86,8 +85,7 @@ class Membership {
   Status admit(ConnectionId id, Connection& connection, const proto::WorkerToCoordinator& first);
   Status take(const Connection& connection, const proto::WorkerToCoordinator& message);
   Status take_probe_report(const Connection& member, const proto::ProbeReport& report);
-  Status take_calibration_report(const Connection& member,
-                                 const proto::CalibrationReport& report);
+  Status take_calibration_report(const Connection& member, const proto::CalibrationReport& report);
   void form_group();
   void publish();
   void send_to_members(const proto::CoordinatorToWorker& message);

@@ -1,7 +1,6 @@
 #include "daemon/worker.h"
 
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include <asio/executor_work_guard.hpp>
@@ -12,8 +11,8 @@
 #include <thread>
 
 #include "collective/algorithms.h"
-#include "daemon/calibrator.h"
 #include "config/knobs.h"
+#include "daemon/calibrator.h"
 #include "daemon/client_server.h"
 #include "daemon/control_channel.h"
 #include "daemon/data_mesh.h"
@@ -124,11 +123,9 @@ class Worker {
     status.set_ops_failed(ops_failed_);
     std::chrono::steady_clock::duration heartbeat_age{};
     to_proto(channel.state(heartbeat_age), *status.mutable_coordinator());
-    status.set_heartbeat_age_ms(
-        std::chrono::duration<double, std::milli>(heartbeat_age).count());
-    status.set_uptime_s(std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                      serving_since)
-                            .count());
+    status.set_heartbeat_age_ms(std::chrono::duration<double, std::milli>(heartbeat_age).count());
+    status.set_uptime_s(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - serving_since).count());
     return status;
   }
 
@@ -273,12 +270,15 @@ class Worker {
       return invalid(std::string(name(algorithm)) + " cannot run " +
                      std::string(name(*collective)));
     }
-    options.descriptor = {*collective, *dtype,      *reduce_op,
-                          algorithm,   static_cast<std::uint32_t>(op.root()),
-                          shape.count, pending.stream_sequence};
-    options.deadline = net::Deadline::after(
-        std::chrono::milliseconds(op.timeout_ms() > 0 ? op.timeout_ms()
-                                                    : knobs::kOpTimeoutMs.default_value));
+    options.descriptor = {*collective,
+                          *dtype,
+                          *reduce_op,
+                          algorithm,
+                          static_cast<std::uint32_t>(op.root()),
+                          shape.count,
+                          pending.stream_sequence};
+    options.deadline = net::Deadline::after(std::chrono::milliseconds(
+        op.timeout_ms() > 0 ? op.timeout_ms() : knobs::kOpTimeoutMs.default_value));
     return {};
   }
 

@@ -154,7 +154,8 @@ Status MessageReader::read_more(std::size_t wanted, Deadline deadline) {
     if (got == 0) return Status(ErrorCode::peer_lost, "connection closed by the other side");
     if (got < 0) {
       if (errno != EAGAIN && errno != EINTR) {
-        return Status(ErrorCode::peer_lost, std::string("connection lost: ") + std::strerror(errno));
+        return Status(ErrorCode::peer_lost,
+                      std::string("connection lost: ") + std::strerror(errno));
       }
       if (deadline.expired()) {
         return Status(ErrorCode::deadline_exceeded, "no message arrived in time");

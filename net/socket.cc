@@ -77,8 +77,8 @@ Status finish_connect(int fd, const sockaddr* address, socklen_t length, Deadlin
     return Status(ErrorCode::peer_lost,
                   "cannot connect to " + target + ": " + std::strerror(errno));
   }
-  if (Status status = wait_unless_cancelled(fd, POLLOUT, deadline, cancel_fd,
-                                            "connecting to " + target);
+  if (Status status =
+          wait_unless_cancelled(fd, POLLOUT, deadline, cancel_fd, "connecting to " + target);
       !status.ok()) {
     return status;
   }
@@ -153,9 +153,8 @@ Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket,
   for (addrinfo* entry = result; entry != nullptr; entry = entry->ai_next) {
     UniqueFd fd(::socket(entry->ai_family, entry->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) continue;
-    status =
-        finish_connect(fd.get(), entry->ai_addr, entry->ai_addrlen, deadline, cancel_fd,
-                       address.to_string());
+    status = finish_connect(fd.get(), entry->ai_addr, entry->ai_addrlen, deadline, cancel_fd,
+                            address.to_string());
     if (status.code() == ErrorCode::aborted) break;
     if (status.ok()) {
       socket = std::move(fd);
@@ -172,8 +171,8 @@ Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd
     Status status = connect_tcp(address, deadline, socket, cancel_fd);
     if (status.ok() || status.code() == ErrorCode::aborted || deadline.expired()) return status;
     const Deadline pause(std::min(deadline.when(), Clock::now() + std::chrono::milliseconds(20)));
-    if (Status waited = wait_unless_cancelled(-1, 0, pause, cancel_fd, "connecting to " +
-                                                                       address.to_string());
+    if (Status waited =
+            wait_unless_cancelled(-1, 0, pause, cancel_fd, "connecting to " + address.to_string());
         waited.code() == ErrorCode::aborted) {
       return waited;
     }

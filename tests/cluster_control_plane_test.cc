@@ -76,8 +76,8 @@ TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst)
     second.allreduce(ones.data(), ones.size(), DataType::f32);
     ADD_FAILURE() << "a second submitting client was served";
   } catch (const ClientError& error) {
-    const std::string expected = "rank 0 already has a submitting client (pid " +
-                                 std::to_string(::getpid()) + ", since ";
+    const std::string expected =
+        "rank 0 already has a submitting client (pid " + std::to_string(::getpid()) + ", since ";
     EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
   }
   EXPECT_EQ(ones, std::vector<float>(777, 100.0f));  // nothing was summed into it
@@ -185,20 +185,20 @@ TEST(ClusterControlPlane, SigtermEndsAWorkerAndACoordinatorAtEveryStepOfForming)
 
   // A worker waiting for a group of two that never forms, and its coordinator.
   const std::string coordinator_log = directory + "/sigterm-coordinator.log";
-  cli::ChildProcess coordinator = cli::ChildProcess::start(
-      {GRADSYNC_DAEMON, "coordinator", "--listen", "127.0.0.1:0", "--world-size", "2",
-       "--ready-file", ready},
-      coordinator_log);
+  cli::ChildProcess coordinator =
+      cli::ChildProcess::start({GRADSYNC_DAEMON, "coordinator", "--listen", "127.0.0.1:0",
+                                "--world-size", "2", "--ready-file", ready},
+                               coordinator_log);
   for (int waited = 0; !std::filesystem::exists(ready) && waited < 500; ++waited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::string address = read_file(ready);
   address.erase(address.find_last_not_of('\n') + 1);
   const std::string waiting_log = directory + "/sigterm-waiting.log";
-  cli::ChildProcess waiting = cli::ChildProcess::start(
-      {GRADSYNC_DAEMON, "worker", "--coordinator", address, "--listen", "127.0.0.1:0",
-       "--socket", directory + "/sigterm-waiting.sock"},
-      waiting_log);
+  cli::ChildProcess waiting =
+      cli::ChildProcess::start({GRADSYNC_DAEMON, "worker", "--coordinator", address, "--listen",
+                                "127.0.0.1:0", "--socket", directory + "/sigterm-waiting.sock"},
+                               waiting_log);
   expect_clean_stop(waiting, waiting_log, std::chrono::milliseconds(500));
   EXPECT_NE(read_file(waiting_log).find("joining"), std::string::npos);
   expect_clean_stop(coordinator, coordinator_log, std::chrono::milliseconds(0));

@@ -51,9 +51,8 @@ TEST(KnobTable, AnEnvironmentVariableOverridesTheDefault) {
 }
 
 TEST(KnobTable, AValueOutOfTheTablesRangeIsRefusedNamingTheFlag) {
-  const auto worker = testing::run_command(
-      kWorker + " " + std::string(knobs::kSpinUs.flag) + " " +
-      std::to_string(knobs::kSpinUs.max + 1));
+  const auto worker = testing::run_command(kWorker + " " + std::string(knobs::kSpinUs.flag) + " " +
+                                           std::to_string(knobs::kSpinUs.max + 1));
   EXPECT_NE(worker.exit_code, 0);
   EXPECT_NE(worker.err.find(std::string(knobs::kSpinUs.flag) + ": Value " +
                             std::to_string(knobs::kSpinUs.max + 1) + " not in range"),

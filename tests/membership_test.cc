@@ -206,8 +206,8 @@ TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
     link.set_alpha_us(20.0);
     link.set_beta_us_per_byte(0.001);
     membership_->received(id, message, now_);
-    EXPECT_EQ(membership_->stage(), id == 1 ? Membership::Stage::probing
-                                            : Membership::Stage::published);
+    EXPECT_EQ(membership_->stage(),
+              id == 1 ? Membership::Stage::probing : Membership::Stage::published);
   }
   EXPECT_EQ(sent(membership_->take_actions(), &proto::CoordinatorToWorker::has_plan),
             (std::vector<ConnectionId>{1, 2}));

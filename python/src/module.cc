@@ -93,15 +93,22 @@ DataType dtype_of_format(const py::object& tensor, const std::string& format, py
     code.remove_prefix(1);
   }
   switch (code.size() == 1 ? code.front() : '?') {
-    case 'e': return DataType::f16;
-    case 'f': return DataType::f32;
-    case 'd': return DataType::f64;
-    case 'B': return DataType::u8;
-    case 'i': case 'l': case 'q':
+    case 'e':
+      return DataType::f16;
+    case 'f':
+      return DataType::f32;
+    case 'd':
+      return DataType::f64;
+    case 'B':
+      return DataType::u8;
+    case 'i':
+    case 'l':
+    case 'q':
       if (itemsize == 4) return DataType::i32;
       if (itemsize == 8) return DataType::i64;
       break;
-    default: break;
+    default:
+      break;
   }
   // NumPy's own name of the dtype where there is one: "complex64" says more than "Zf".
   const std::string type = py::hasattr(tensor, "dtype")
@@ -114,7 +121,8 @@ DataType dtype_of_format(const py::object& tensor, const std::string& format, py
 
 Memory torch_memory(const py::object& tensor, const char* what) {
   if (tensor.attr("device").attr("type").cast<std::string>() != "cpu") {
-    throw py::type_error(std::string(what) + " is on " + py::str(tensor.attr("device")).cast<std::string>() +
+    throw py::type_error(std::string(what) + " is on " +
+                         py::str(tensor.attr("device")).cast<std::string>() +
                          "; gradsync takes CPU tensors");
   }
   if (!tensor.attr("is_contiguous")().cast<bool>()) {
@@ -153,14 +161,13 @@ Memory memory_of(const py::object& tensor, const char* what, bool writable) {
       } else {
         PyErr_Clear();
       }
-      throw py::type_error(std::string(what) +
-                           " is not C-contiguous; use numpy.ascontiguousarray");
+      throw py::type_error(std::string(what) + " is not C-contiguous; use numpy.ascontiguousarray");
     }
     Memory memory;
     try {
-      memory = {view.buf, static_cast<std::size_t>(view.len / std::max<py::ssize_t>(view.itemsize, 1)),
-                dtype_of_format(tensor, view.format != nullptr ? view.format : "B",
-                                view.itemsize, what)};
+      memory = {
+          view.buf, static_cast<std::size_t>(view.len / std::max<py::ssize_t>(view.itemsize, 1)),
+          dtype_of_format(tensor, view.format != nullptr ? view.format : "B", view.itemsize, what)};
     } catch (...) {
       PyBuffer_Release(&view);
       throw;
@@ -226,10 +233,10 @@ PYBIND11_MODULE(_gradsync, module) {
 
   py::class_<SharedTensor>(module, "SharedTensor", py::buffer_protocol())
       .def_property_readonly("nbytes", &SharedTensor::size)
-      .def_property_readonly(
-          "address", [](const SharedTensor& tensor) {
-            return reinterpret_cast<std::uintptr_t>(tensor.data());
-          })
+      .def_property_readonly("address",
+                             [](const SharedTensor& tensor) {
+                               return reinterpret_cast<std::uintptr_t>(tensor.data());
+                             })
       .def_buffer([](SharedTensor& tensor) {
         return py::buffer_info(tensor.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                                {tensor.size()}, {1});
@@ -237,36 +244,38 @@ PYBIND11_MODULE(_gradsync, module) {
 
   py::class_<Handle>(module, "Handle")
       .def("wait", &Handle::wait, Release())
-      .def_property_readonly("algorithm",
-                             [](const Handle& handle) { return std::string(name(handle.algorithm())); })
+      .def_property_readonly(
+          "algorithm", [](const Handle& handle) { return std::string(name(handle.algorithm())); })
       .def_property_readonly("elapsed_us", &Handle::elapsed_us);
 
   py::class_<Client>(module, "Client")
       .def(py::init([](const std::string& socket, double timeout_s) {
-             return Client::connect(socket, std::chrono::milliseconds(
-                                                static_cast<long long>(timeout_s * 1000 + 0.5)));
+             return Client::connect(
+                 socket, std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000 + 0.5)));
            }),
            py::arg("socket"), py::arg("timeout"), Release())
       .def_property_readonly("rank", &Client::rank)
       .def_property_readonly("world_size", &Client::world_size)
       .def_property_readonly("daemon_cpus", &Client::daemon_cpus)
       .def_property_readonly("bytes_copied", &Client::bytes_copied)
-      .def("plan_text", [](Client& client) {
-        GroupPlan plan;
-        {
-          py::gil_scoped_release release;
-          plan = client.plan();
-        }
-        return describe(plan);
-      })
-      .def("status", [](Client& client) {
-        DaemonStatus status;
-        {
-          py::gil_scoped_release release;
-          status = client.status();
-        }
-        return status_dict(status);
-      })
+      .def("plan_text",
+           [](Client& client) {
+             GroupPlan plan;
+             {
+               py::gil_scoped_release release;
+               plan = client.plan();
+             }
+             return describe(plan);
+           })
+      .def("status",
+           [](Client& client) {
+             DaemonStatus status;
+             {
+               py::gil_scoped_release release;
+               status = client.status();
+             }
+             return status_dict(status);
+           })
       .def("allocate", &Client::allocate, py::keep_alive<0, 1>(), Release())
       .def("bind_thread_beside_daemon", &Client::bind_thread_beside_daemon)
       .def(
@@ -313,14 +322,14 @@ PYBIND11_MODULE(_gradsync, module) {
             const auto [in, out] = memory_pair(input, output);
             const std::size_t p = static_cast<std::size_t>(client.world_size());
             if (in.count != out.count || in.count % p != 0) {
-              throw py::value_error("alltoall needs input and output of the same size, a "
-                                    "multiple of " + std::to_string(p) + " elements; got " +
-                                    std::to_string(in.count) + " and " +
-                                    std::to_string(out.count));
+              throw py::value_error(
+                  "alltoall needs input and output of the same size, a "
+                  "multiple of " +
+                  std::to_string(p) + " elements; got " + std::to_string(in.count) + " and " +
+                  std::to_string(out.count));
             }
             py::gil_scoped_release release;
-            return client.alltoall_async(in.address, out.address, in.count / p, in.dtype,
-                                         options);
+            return client.alltoall_async(in.address, out.address, in.count / p, in.dtype, options);
           },
           py::keep_alive<0, 1>())
       .def("barrier", &Client::barrier, Release());
