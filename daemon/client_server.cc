@@ -40,10 +40,13 @@ class ClientSession {
   net::MessageReader& reader() { return reader_; }
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
 
-  void reply(const proto::DaemonToClient& message) {
+  // False when the client takes no reply in time: its stream is then unusable (a reply may be
+  // half written) and the session is to end.
+  bool reply(const proto::DaemonToClient& message) {
     const Status status =
         net::send_message(socket_.native_handle(), message, net::Deadline::after(kReplyTimeout));
-    if (!status.ok()) spdlog::warn("cannot reply to a client: {}", status.message());
+    if (!status.ok()) spdlog::warn("dropped a client that took no reply: {}", status.message());
+    return status.ok();
   }
 
  private:
@@ -112,16 +115,16 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     proto::DaemonToClient reply;
     if (message.has_hello()) {
       *reply.mutable_hello() = hello;
-      session->reply(reply);
+      return session->reply(reply);
     } else if (message.has_plan_request()) {
       *reply.mutable_plan() = plan;
-      session->reply(reply);
+      return session->reply(reply);
     } else if (message.has_status_request()) {
       proto::DaemonStatus& status = *reply.mutable_status();
       status = status_source();
       status.set_clients(static_cast<int>(sessions.size()));
       status.set_submitter_pid(submitter != nullptr ? submitter_pid : 0);
-      session->reply(reply);
+      return session->reply(reply);
     } else if (message.has_attach()) {
       // Any client may hand over memory; only the rank's submitting client runs ops on it, and a
       // refused one keeps its regions for when the rank is free.
@@ -132,15 +135,14 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
         proto::OpResult& result = *reply.mutable_result();
         result.set_request_id(op.op.request_id());
         to_proto(claimed, *result.mutable_status());
-        session->reply(reply);
-        return true;
+        return session->reply(reply);
       }
       op.stream_sequence = ++submitted;
       if (const auto found = session->regions().find(op.op.region_id());
           found != session->regions().end()) {
         op.region = found->second;
       }
-      session->reply(run(op));
+      return session->reply(run(op));
     } else {
       spdlog::warn("dropped a client that sent an empty message");
       return false;

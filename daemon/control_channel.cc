@@ -87,6 +87,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   }
 
   void queue(const proto::WorkerToCoordinator& message) {
+    if (gone) return;  // nothing more reaches a lost coordinator; the queue must not grow
     std::string framed;
     if (Status status = net::frame_message(message, framed); !status.ok()) {
       lose(status);
@@ -99,7 +100,11 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   void write() {
     write_deadline.expires_after(kSendTimeout);
     write_deadline.async_wait([self = shared_from_this()](const asio::error_code& error) {
-      if (error || self->outbox.empty()) return;
+      // A deadline that a completed write moved on is not this one.
+      if (error || self->outbox.empty() ||
+          self->write_deadline.expiry() > std::chrono::steady_clock::now()) {
+        return;
+      }
       self->lose(Status(ErrorCode::aborted, "lost the coordinator: it took no message for " +
                                                 std::to_string(kSendTimeout.count()) + " s"));
     });
@@ -122,6 +127,8 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   }
 
   void lose(const Status& reason) {
+    gone = true;
+    heartbeat_timer.cancel();
     abort.raise(reason);
     std::lock_guard lock(mutex);
     if (lost.ok()) lost = reason;
@@ -143,6 +150,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   std::chrono::milliseconds interval;
   proto::WorkerToCoordinator heartbeat;
   std::deque<std::string> outbox;  // front() is being written
+  bool gone = false;               // lost or aborted: nothing more is sent
   engine::AbortSignal& abort;
 
   // Shared with the worker's thread.

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
@@ -27,6 +28,7 @@ using asio::ip::tcp;
 // A member that takes no bytes of what it is sent for this long is dropped; the others are not
 // kept waiting for it.
 constexpr auto kSendTimeout = std::chrono::seconds(2);
+constexpr int kMessagesPerWakeup = 64;
 // After a failed accept (the descriptor limit, say), wait this long rather than retry at once.
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
@@ -106,27 +108,37 @@ class CoordinatorServer {
     });
   }
 
-  // Hands every message the socket has to the state machine, then waits for more.
   void read(const std::shared_ptr<Connection>& connection) {
-    connection->socket.async_wait(
-        tcp::socket::wait_read, [this, connection](const asio::error_code& error) {
-          if (error || connection->closing) return;
-          while (true) {
-            proto::WorkerToCoordinator message;
-            const Status status =
-                connection->reader.receive(message, net::Deadline(net::Clock::now()));
-            if (status.code() == ErrorCode::deadline_exceeded) break;
-            if (!status.ok()) {
-              membership_.disconnected(connection->id, status.message());
-              apply();
-              return;
-            }
-            membership_.received(connection->id, message, std::chrono::steady_clock::now());
-            apply();
-            if (connection->closing) return;
-          }
-          read(connection);
-        });
+    connection->socket.async_wait(tcp::socket::wait_read,
+                                  [this, connection](const asio::error_code& error) {
+                                    if (error || connection->closing) return;
+                                    take_messages(connection);
+                                  });
+  }
+
+  // Hands the state machine what the socket has, then waits for more. At most
+  // kMessagesPerWakeup at a time: a member that streams cannot starve the timers and the other
+  // members; the rest is taken after them.
+  void take_messages(const std::shared_ptr<Connection>& connection) {
+    for (int taken = 0; taken < kMessagesPerWakeup; ++taken) {
+      proto::WorkerToCoordinator message;
+      const Status status = connection->reader.receive(message, net::Deadline(net::Clock::now()));
+      if (status.code() == ErrorCode::deadline_exceeded) {
+        read(connection);
+        return;
+      }
+      if (!status.ok()) {
+        membership_.disconnected(connection->id, status.message());
+        apply();
+        return;
+      }
+      membership_.received(connection->id, message, std::chrono::steady_clock::now());
+      apply();
+      if (connection->closing) return;
+    }
+    asio::post(io_, [this, connection] {
+      if (!connection->closing) take_messages(connection);
+    });
   }
 
   // Carries out the state machine's actions and sets the timer to its next deadline.
@@ -172,7 +184,11 @@ class CoordinatorServer {
     // The deadline counts from the last write that made progress.
     connection->write_deadline.expires_after(kSendTimeout);
     connection->write_deadline.async_wait([this, connection](const asio::error_code& error) {
-      if (error || !connection->writing) return;
+      // A deadline that a completed write moved on is not this one.
+      if (error || !connection->writing ||
+          connection->write_deadline.expiry() > std::chrono::steady_clock::now()) {
+        return;
+      }
       drop(connection, "took none of its messages for " +
                            std::to_string(std::chrono::milliseconds(kSendTimeout).count()) + " ms");
     });

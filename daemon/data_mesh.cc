@@ -123,11 +123,18 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
       hello = Status(ErrorCode::protocol_error,
                      "rank " + std::to_string(rank) + " is already connected");
     }
+    // The hello timer may have closed the socket in the same round as the read completed.
+    asio::error_code closed;
+    const int fd = hello.ok() ? arrival.socket.release(closed) : -1;
+    if (hello.ok() && closed) {
+      hello = Status(ErrorCode::protocol_error,
+                     "no hello within " + std::to_string(kHelloTimeout.count()) + " s");
+    }
     if (!hello.ok()) {
       spdlog::warn("rejected a data connection from {}: {}", arrival.from, hello.message());
       return;  // closed with the arrival
     }
-    accepted[rank] = net::UniqueFd(arrival.socket.release());
+    accepted[rank] = net::UniqueFd(fd);
     net::tune_for_data_plane(accepted[rank].get());
     if (--missing == 0) signal_all_arrived();
   }

@@ -51,6 +51,7 @@ class Worker {
     keep_running.reset();
     control_io.stop();
     control_thread.join();
+    channel_.reset();  // it lives on control_io, which ends with this function
     return status;
   }
 

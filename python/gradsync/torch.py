@@ -44,7 +44,8 @@ class _Completer:
     """One thread that waits for a process group's ops in the order they were submitted (the
     order they complete in: one op stream) and completes their torch futures."""
 
-    def __init__(self):
+    def __init__(self, client):
+        self._client = client
         self._pending = queue.SimpleQueue()
         threading.Thread(target=self._run, name="gradsync-completer", daemon=True).start()
 
@@ -54,6 +55,9 @@ class _Completer:
         return _create_work_from_future(future)
 
     def _run(self):
+        # This thread sleeps and wakes on every op: beside the daemon, not the training thread,
+        # whose CPU mask its later threads (torch's pool, data loaders) would inherit.
+        self._client.bind_thread_beside_daemon()
         while True:
             work, future, result, finish = self._pending.get()
             try:
@@ -77,8 +81,7 @@ class ProcessGroupGradsync(dist.ProcessGroup):
                 f"{self.client.rank} of {self.client.world_size} ({self.client.socket}); give "
                 "each process the socket of the daemon whose rank is its own (GRADSYNC_SOCKET, "
                 "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK)")
-        self.client.bind_thread_beside_daemon()
-        self._completer = _Completer()
+        self._completer = _Completer(self.client)
 
     def getBackendName(self):
         return "gradsync"

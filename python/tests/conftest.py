@@ -53,6 +53,9 @@ class Group:
             thread.start()
         for thread in threads:
             thread.join(timeout=120)
+        hung = [rank for rank, thread in enumerate(threads) if thread.is_alive()]
+        if hung:
+            raise AssertionError(f"ranks {hung} did not finish within 120 s")
         for error in errors:
             if error is not None:
                 raise error
