@@ -36,7 +36,6 @@ class ClientSession {
       : socket_(std::move(socket)), reader_(socket_.native_handle()) {}
 
   stream_protocol::socket& socket() { return socket_; }
-  int native_fd() { return socket_.native_handle(); }
   net::MessageReader& reader() { return reader_; }
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
 
@@ -170,7 +169,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     if (submitter == session.get()) return {};
     // A client that has just gone may not have been read to its end yet: a training process
     // that restarts must not be refused because of its own previous life.
-    if (submitter != nullptr && net::peer_has_closed(submitter->native_fd())) {
+    if (submitter != nullptr && net::peer_has_closed(submitter->socket().native_handle())) {
       end(sessions.at(submitter));
     }
     if (submitter != nullptr) {

@@ -42,9 +42,8 @@ struct Connection {
   ConnectionId id;
   tcp::socket socket;
   net::MessageReader reader;
-  std::deque<std::string> outbox;  // front() is being written while `writing`
+  std::deque<std::string> outbox;  // front() is being written whenever it is not empty
   asio::steady_timer write_deadline;
-  bool writing = false;
   bool closing = false;  // the state machine is done with it: flush the outbox, then close
 };
 
@@ -150,7 +149,7 @@ class CoordinatorServer {
       if (action.kind == Action::Kind::close) {
         spdlog::debug("coordinator: closing connection {}: {}", action.connection, action.reason);
         connection->closing = true;
-        if (!connection->writing) destroy(connection);
+        if (connection->outbox.empty()) destroy(connection);
         continue;
       }
       std::string framed;
@@ -158,8 +157,9 @@ class CoordinatorServer {
         spdlog::error("coordinator: {}", status.message());
         continue;
       }
+      const bool idle = connection->outbox.empty();
       connection->outbox.push_back(std::move(framed));
-      if (!connection->writing) write(connection);
+      if (idle) write(connection);
     }
     if (const auto deadline = membership_.next_deadline()) {
       tick_.expires_at(*deadline);
@@ -175,17 +175,15 @@ class CoordinatorServer {
 
   void write(const std::shared_ptr<Connection>& connection) {
     if (connection->outbox.empty()) {
-      connection->writing = false;
       connection->write_deadline.cancel();
       if (connection->closing) destroy(connection);
       return;
     }
-    connection->writing = true;
     // The deadline counts from the last write that made progress.
     connection->write_deadline.expires_after(kSendTimeout);
     connection->write_deadline.async_wait([this, connection](const asio::error_code& error) {
       // A deadline that a completed write moved on is not this one.
-      if (error || !connection->writing ||
+      if (error || connection->outbox.empty() ||
           connection->write_deadline.expiry() > std::chrono::steady_clock::now()) {
         return;
       }

@@ -117,9 +117,10 @@ class Work:
 class Client:
     """A connection to the local gradsync daemon: one rank's op stream."""
 
-    def __init__(self, socket=None, timeout=30.0):
+    def __init__(self, socket=None, timeout=None):
+        """Connects within `timeout` seconds (None: the client library's default)."""
         self.socket = socket or socket_from_environment()
-        self._client = _gradsync.Client(self.socket, float(timeout))
+        self._client = _gradsync.Client(self.socket, timeout)
 
     @property
     def rank(self):

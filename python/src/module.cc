@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -249,9 +250,10 @@ PYBIND11_MODULE(_gradsync, module) {
       .def_property_readonly("elapsed_us", &Handle::elapsed_us);
 
   py::class_<Client>(module, "Client")
-      .def(py::init([](const std::string& socket, double timeout_s) {
-             return Client::connect(
-                 socket, std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000 + 0.5)));
+      .def(py::init([](const std::string& socket, std::optional<double> timeout_s) {
+             if (!timeout_s) return Client::connect(socket);  // the library's default
+             return Client::connect(socket, std::chrono::milliseconds(
+                                                static_cast<long long>(*timeout_s * 1000 + 0.5)));
            }),
            py::arg("socket"), py::arg("timeout"), Release())
       .def_property_readonly("rank", &Client::rank)

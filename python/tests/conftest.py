@@ -61,11 +61,6 @@ class Group:
                 raise error
         return results
 
-    def fresh_clients(self):
-        """New clients on every rank: new op streams that start over together."""
-        self.clients = [None] * self.size
-        self.clients = [gradsync.Client(socket) for socket in self.sockets]
-
     def stop(self):
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
