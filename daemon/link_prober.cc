@@ -57,8 +57,10 @@ class LinkProber {
     link.set_from_rank(rank);
     link.set_to_rank(partner);
     link.set_alpha_us(alpha_us);
-    link.set_beta_us_per_byte(std::max(bulk_us - alpha_us, 0.0) /
-                              static_cast<double>(settings_.bulk_bytes));
+    // On a loaded host the median round trip can exceed the whole exchange; the link is not free
+    // then, and the exchange's own time is the bound there is.
+    const double transfer_us = bulk_us > alpha_us ? bulk_us - alpha_us : bulk_us;
+    link.set_beta_us_per_byte(transfer_us / static_cast<double>(settings_.bulk_bytes));
     return {};
   }
 
