@@ -12,6 +12,7 @@ Future completed from one thread per process group. Supported: all_reduce (sum, 
 product), broadcast, all_gather, reduce_scatter, all_to_all_single with equal splits, barrier,
 and what DDP calls of them.
 """
+import atexit
 import queue
 import threading
 
@@ -47,7 +48,15 @@ class _Completer:
     def __init__(self, client):
         self._client = client
         self._pending = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="gradsync-completer", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="gradsync-completer", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    def close(self):
+        """Ends the thread before the interpreter ends: a thread that comes back from the client
+        library while Python finalizes is killed on its way (std::terminate, exit status 1)."""
+        self._pending.put(None)
+        self._thread.join(timeout=60)
 
     def submit(self, work, result, finish=None):
         future = torch.futures.Future()
@@ -59,7 +68,10 @@ class _Completer:
         # whose CPU mask its later threads (torch's pool, data loaders) would inherit.
         self._client.bind_thread_beside_daemon()
         while True:
-            work, future, result, finish = self._pending.get()
+            item = self._pending.get()
+            if item is None:
+                return
+            work, future, result, finish = item
             try:
                 work.wait()
                 if finish is not None:
