@@ -67,7 +67,6 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   std::string address = read_all(ready);
   address.erase(address.find_last_not_of("\n") + 1);
   result->coordinator_address_ = address;
-  if (options.before_workers) options.before_workers(address);
   const std::vector<int> cpus = net::allowed_cpus();
   const int spin_us =
       options.spin_us >= 0 ? options.spin_us : spin_us_for(options.workers, cpus.size());

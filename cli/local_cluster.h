@@ -2,7 +2,6 @@
 // fresh temporary directory: what `gradsync local` runs and what the cluster tests start.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,9 +21,6 @@ struct LocalClusterOptions {
   std::string daemon_path;        // empty: gradsyncd beside this executable
   bool verbose = false;           // daemons log to this terminal instead of to files
   std::vector<std::string> coordinator_flags;  // more flags for the coordinator
-  // Called with the coordinator's HOST:PORT once it listens, before any worker starts (a test
-  // loads the coordinator with strangers there).
-  std::function<void(const std::string&)> before_workers;
 };
 
 class LocalCluster {

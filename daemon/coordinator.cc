@@ -29,6 +29,10 @@ using asio::ip::tcp;
 // kept waiting for it.
 constexpr auto kSendTimeout = std::chrono::seconds(2);
 constexpr int kMessagesPerWakeup = 64;
+// What the kernel may hold for one connection (it doubles this): without a bound it grows its
+// send buffer to megabytes for a member that reads nothing, and the send deadline above would
+// never see that member fall behind.
+constexpr int kSendBufferBytes = 64 << 10;
 // After a failed accept (the descriptor limit, say), wait this long rather than retry at once.
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
@@ -98,6 +102,8 @@ class CoordinatorServer {
         return;
       }
       const std::string from = net::peer_address(socket.native_handle()).to_string();
+      asio::error_code ignored;
+      socket.set_option(asio::socket_base::send_buffer_size(kSendBufferBytes), ignored);
       auto connection = std::make_shared<Connection>(next_id_++, std::move(socket));
       connections_[connection->id] = connection;
       membership_.connected(connection->id, from, std::chrono::steady_clock::now());

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "collective/group_plan.h"
 #include "engine/frame.h"
 
 namespace gradsync::daemon {
@@ -106,11 +107,33 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
         arrival->socket, asio::buffer(arrival->hello),
         [self = shared_from_this(), arrival](const asio::error_code& error, std::size_t) {
           arrival->deadline.cancel();
-          self->take(*arrival, error);
+          self->take(arrival, error);
         });
   }
 
-  void take(Arrival& arrival, const asio::error_code& error) {
+  void take(const std::shared_ptr<Arrival>& arrival, const asio::error_code& error) {
+    std::lock_guard lock(mutex);
+    if (!error && !planned) {
+      // A higher rank that got its assignment first: its hello is judged once ours is here.
+      if (early.size() < static_cast<std::size_t>(kMaxWorldSize)) {
+        early.push_back(arrival);
+        return;
+      }
+      spdlog::warn("rejected a data connection from {}: {} hellos already wait for the group",
+                   arrival->from, early.size());
+      return;
+    }
+    take_hello(*arrival, error);
+  }
+
+  // The hellos that came before the plan.
+  void take_early() {
+    std::lock_guard lock(mutex);
+    for (const auto& arrival : early) take_hello(*arrival, {});
+    early.clear();
+  }
+
+  void take_hello(Arrival& arrival, const asio::error_code& error) {
     int rank = -1;
     Status hello =
         error ? Status(ErrorCode::protocol_error,
@@ -118,7 +141,6 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
                            ? "no hello within " + std::to_string(kHelloTimeout.count()) + " s"
                            : "no hello: " + error.message())
               : check_hello(arrival.hello, plan, rank);
-    std::lock_guard lock(mutex);
     if (hello.ok() && (formed || accepted[rank].valid())) {
       hello = Status(ErrorCode::protocol_error,
                      "rank " + std::to_string(rank) + " is already connected");
@@ -141,14 +163,16 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
 
   tcp::acceptor acceptor;
   asio::steady_timer backoff;
-  MeshPlan plan;  // set before accepting starts, not changed after
 
   void signal_all_arrived() const {
     const std::uint64_t one = 1;
     (void)!::write(all_arrived.get(), &one, sizeof one);
   }
 
-  std::mutex mutex;  // guards what the forming thread reads
+  std::mutex mutex;  // guards what the forming thread reads and writes
+  MeshPlan plan;
+  bool planned = false;                         // whether `plan` is set
+  std::vector<std::shared_ptr<Arrival>> early;  // hellos read before `plan` was set
   net::UniqueFd all_arrived{
       ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once none is missing
   std::vector<net::UniqueFd> accepted;            // by rank: the higher ranks
@@ -157,7 +181,11 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
 };
 
 DataPort::DataPort(asio::io_context& io, net::UniqueFd listener)
-    : loop_(std::make_shared<Loop>(io, std::move(listener))) {}
+    : loop_(std::make_shared<Loop>(io, std::move(listener))) {
+  // From the start, not only once the group has formed: strangers that connect earlier are read
+  // and closed on their own deadlines instead of filling the listen queue.
+  asio::post(io, [loop = loop_] { loop->accept(); });
+}
 
 DataPort::~DataPort() {
   asio::post(loop_->acceptor.get_executor(), [loop = loop_] {
@@ -172,12 +200,13 @@ Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline, int can
   {
     std::lock_guard lock(loop_->mutex);
     loop_->plan = plan;
+    loop_->planned = true;
     loop_->accepted.clear();
     loop_->accepted.resize(plan.world_size);
     loop_->missing = plan.world_size - 1 - plan.rank;
     if (loop_->missing == 0) loop_->signal_all_arrived();
   }
-  asio::post(loop_->acceptor.get_executor(), [loop = loop_] { loop->accept(); });
+  asio::post(loop_->acceptor.get_executor(), [loop = loop_] { loop->take_early(); });
   sockets.clear();
   sockets.resize(plan.world_size);
   for (int peer = 0; peer < plan.rank; ++peer) {

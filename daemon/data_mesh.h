@@ -28,7 +28,8 @@ struct MeshPlan {
 
 class DataPort {
  public:
-  // Takes the listening socket; accepts nothing until form_mesh().
+  // Takes the listening socket and serves it on `io`; hellos that arrive before form_mesh() are
+  // judged once it has the plan.
   DataPort(asio::io_context& io, net::UniqueFd listener);
   ~DataPort();
 

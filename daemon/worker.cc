@@ -62,6 +62,8 @@ class Worker {
     if (Status status = join(data_listener, control); !status.ok()) {
       return fail("worker: " + status.message());
     }
+    // Served from now on: a connection to the data port is read and judged while the group forms.
+    DataPort data_port(control_io, std::move(data_listener));
     {
       std::lock_guard lock(stop_mutex_);
       channel_.emplace(control_io, std::move(control), config_.heartbeat_interval, abort_);
@@ -77,7 +79,6 @@ class Worker {
     rank_ = plan.rank;
     spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
                  plan.generation);
-    DataPort data_port(control_io, std::move(data_listener));
     std::vector<net::UniqueFd> sockets;
     status = data_port.form_mesh(plan, net::Deadline::after(kMeshTimeout), abort_.fd(), sockets);
     if (!status.ok()) return fail("worker rank " + std::to_string(rank_) + ": " + status.message());

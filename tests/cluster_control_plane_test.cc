@@ -1,18 +1,24 @@
 // The control plane of a real cluster: one submitting client per rank (a second is refused with a
 // message naming the first, so two clients' ops can never be paired with each other), SIGTERM
-// ending a worker cleanly, and a thousand idle connections to the coordinator and to a worker's
-// data port costing neither the group's formation nor CPU.
+// ending a worker cleanly, a member that stops reading delaying nobody else, and a thousand idle
+// connections to the coordinator and to a worker's data port while the group forms costing
+// neither its formation nor CPU.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "gradsync.pb.h"
+#include "net/message_stream.h"
 #include "net/socket.h"
 #include "support/cluster.h"
 #include "support/run_command.h"
@@ -60,10 +66,110 @@ std::vector<net::UniqueFd> idle_connections(const std::string& address, int coun
   EXPECT_TRUE(net::parse_host_port(address, target).ok()) << address;
   std::vector<net::UniqueFd> connections(count);
   for (auto& connection : connections) {
-    EXPECT_TRUE(
-        net::connect_tcp(target, net::Deadline::after(std::chrono::seconds(5)), connection).ok());
+    const Status status =
+        net::connect_tcp(target, net::Deadline::after(std::chrono::seconds(5)), connection);
+    EXPECT_TRUE(status.ok()) << status.to_string();
   }
   return connections;
+}
+
+// Starts a coordinator with `arguments`, logging to `<name>.log` in the test's directory; `address`
+// receives the address it listens on.
+cli::ChildProcess start_coordinator(const std::vector<std::string>& arguments,
+                                    const std::string& name, std::string& address) {
+  const std::string ready = ::testing::TempDir() + "/" + name + ".address";
+  std::filesystem::remove(ready);
+  std::vector<std::string> command = {GRADSYNC_DAEMON, "coordinator",  "--listen",
+                                      "127.0.0.1:0",   "--ready-file", ready};
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  cli::ChildProcess process =
+      cli::ChildProcess::start(command, ::testing::TempDir() + "/" + name + ".log");
+  for (int waited = 0; !std::filesystem::exists(ready) && waited < 500; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  address = read_file(ready);
+  address.erase(address.find_last_not_of('\n') + 1);
+  return process;
+}
+
+// Waits up to five seconds for `pattern` in the file at `path`; returns its first group.
+std::string wait_for_log(const std::string& path, const std::regex& pattern) {
+  std::smatch match;
+  for (int waited = 0; waited < 500; ++waited) {
+    const std::string log = read_file(path);
+    if (std::regex_search(log, match, pattern)) return match[1].str();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "no "
+                << "match in " << path << ":\n"
+                << read_file(path);
+  return "";
+}
+
+TEST(ClusterControlPlane, AMemberThatStopsReadingDelaysNoOneElsesAbort) {
+  // Fake members, each announcing a long data address, so that every member's assignment (the
+  // whole peer table) is far larger than what a socket that nobody reads can take.
+  constexpr int kMembers = 64;
+  std::string address;
+  cli::ChildProcess coordinator = start_coordinator(
+      {"--world-size", std::to_string(kMembers), "--alpha-us", "50", "--beta-us-per-byte", "0.001",
+       "--calibration-ms", "0", "--heartbeat-timeout-ms", "60000"},
+      "slow-member", address);
+  net::HostPort target;
+  ASSERT_TRUE(net::parse_host_port(address, target).ok()) << address;
+  const auto deadline = [] { return net::Deadline::after(std::chrono::seconds(10)); };
+  std::vector<net::UniqueFd> members(kMembers);
+  for (int rank = 0; rank < kMembers; ++rank) {
+    if (rank == 0) {
+      // Rank 0, first in every broadcast, takes almost nothing into its socket and reads nothing.
+      members[rank].reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      const int tiny = 1024;
+      ::setsockopt(members[rank].get(), SOL_SOCKET, SO_RCVBUF, &tiny, sizeof tiny);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(target.port);
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ASSERT_EQ(::connect(members[rank].get(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    } else {
+      ASSERT_TRUE(net::connect_tcp(target, deadline(), members[rank]).ok());
+    }
+    proto::WorkerToCoordinator join;
+    join.mutable_join()->set_data_address(std::string(4000, 'h') + ":" + std::to_string(rank + 1));
+    join.mutable_join()->set_requested_rank(rank);
+    ASSERT_TRUE(net::send_message(members[rank].get(), join, deadline()).ok());
+  }
+  // Every reading member gets its assignment and the plan.
+  std::deque<net::MessageReader> readers;  // a reader owns its buffer: never moved
+  for (int rank = 0; rank < kMembers; ++rank) readers.emplace_back(members[rank].get());
+  for (int rank = 1; rank < kMembers; ++rank) {
+    proto::CoordinatorToWorker message;
+    ASSERT_TRUE(readers[rank].receive(message, deadline()).ok());
+    ASSERT_TRUE(message.has_assignment()) << message.DebugString().substr(0, 200);
+    ASSERT_TRUE(readers[rank].receive(message, deadline()).ok());
+    ASSERT_TRUE(message.has_plan()) << message.DebugString().substr(0, 200);
+  }
+  // Rank 1 leaves: the abort reaches every other reader while rank 0's socket stays full.
+  const auto left = std::chrono::steady_clock::now();
+  members[1].reset();
+  for (int rank = 2; rank < kMembers; ++rank) {
+    proto::CoordinatorToWorker message;
+    ASSERT_TRUE(readers[rank].receive(message, deadline()).ok()) << "rank " << rank;
+    ASSERT_TRUE(message.has_abort()) << message.DebugString().substr(0, 200);
+    ASSERT_EQ(message.abort().lost_ranks(0), 1) << message.DebugString();
+  }
+  const auto took = std::chrono::steady_clock::now() - left;
+  // Far less than the 2 s that the coordinator gives a member to take a message.
+  EXPECT_LT(took, std::chrono::milliseconds(500));
+  // And rank 0 really was stuck: the coordinator dropped it on its own deadline.
+  const std::string log_path = ::testing::TempDir() + "/slow-member.log";
+  for (int waited = 0;
+       read_file(log_path).find("took none of its messages") == std::string::npos && waited < 500;
+       ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(read_file(log_path).find("took none of its messages"), std::string::npos)
+      << read_file(log_path);
+  EXPECT_EQ(coordinator.stop(), 0);
 }
 
 TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst) {
@@ -173,8 +279,6 @@ void expect_clean_stop(cli::ChildProcess& process, const std::string& log_path,
 
 TEST(ClusterControlPlane, SigtermEndsAWorkerAndACoordinatorAtEveryStepOfForming) {
   const std::string directory = ::testing::TempDir();
-  const std::string ready = directory + "/sigterm-coordinator.address";
-  std::filesystem::remove(ready);
   // A worker whose coordinator is not there: it is retrying to connect.
   const std::string lonely_log = directory + "/sigterm-lonely.log";
   cli::ChildProcess lonely = cli::ChildProcess::start(
@@ -184,16 +288,10 @@ TEST(ClusterControlPlane, SigtermEndsAWorkerAndACoordinatorAtEveryStepOfForming)
   expect_clean_stop(lonely, lonely_log, std::chrono::milliseconds(300));
 
   // A worker waiting for a group of two that never forms, and its coordinator.
-  const std::string coordinator_log = directory + "/sigterm-coordinator.log";
+  std::string address;
   cli::ChildProcess coordinator =
-      cli::ChildProcess::start({GRADSYNC_DAEMON, "coordinator", "--listen", "127.0.0.1:0",
-                                "--world-size", "2", "--ready-file", ready},
-                               coordinator_log);
-  for (int waited = 0; !std::filesystem::exists(ready) && waited < 500; ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::string address = read_file(ready);
-  address.erase(address.find_last_not_of('\n') + 1);
+      start_coordinator({"--world-size", "2"}, "sigterm-coordinator", address);
+  const std::string coordinator_log = directory + "/sigterm-coordinator.log";
   const std::string waiting_log = directory + "/sigterm-waiting.log";
   cli::ChildProcess waiting =
       cli::ChildProcess::start({GRADSYNC_DAEMON, "worker", "--coordinator", address, "--listen",
@@ -206,37 +304,47 @@ TEST(ClusterControlPlane, SigtermEndsAWorkerAndACoordinatorAtEveryStepOfForming)
 
 TEST(ClusterControlPlane, AThousandIdleConnectionsNeitherStopAGroupNorCostCpu) {
   constexpr int kIdle = 1000;
-  // Connections that send nothing are open to the coordinator while the workers join.
-  std::unique_ptr<cli::LocalCluster> local;
-  std::vector<net::UniqueFd> at_coordinator;
-  cli::LocalClusterOptions options;
-  options.workers = 2;
-  options.daemon_path = GRADSYNC_DAEMON;
-  options.before_workers = [&](const std::string& coordinator) {
-    at_coordinator = idle_connections(coordinator, kIdle);
+  const std::string directory = ::testing::TempDir();
+  std::string address;
+  cli::ChildProcess coordinator = start_coordinator({"--world-size", "2"}, "idle", address);
+  std::vector<cli::ChildProcess> workers;
+  std::vector<std::string> sockets;
+  const auto start_worker = [&](int index) {
+    const std::string name = directory + "/idle-worker-" + std::to_string(index);
+    std::filesystem::remove(name + ".sock");
+    std::filesystem::remove(name + ".log");  // a log of an earlier run names another port
+    sockets.push_back(name + ".sock");
+    workers.push_back(cli::ChildProcess::start(
+        {GRADSYNC_DAEMON, "worker", "--coordinator", address, "--listen", "127.0.0.1:0", "--socket",
+         sockets.back(), "--rank", std::to_string(index)},
+        name + ".log"));
+    return name + ".log";
   };
-  ASSERT_TRUE(cli::LocalCluster::start(options, local).ok());
-  ASSERT_EQ(at_coordinator.size(), static_cast<std::size_t>(kIdle));
-  testing::TestCluster cluster{std::move(local), {}};
-  for (const std::string& socket : cluster.cluster->sockets()) {
-    cluster.clients.push_back(Client::connect(socket));
+  // While the group forms: idle connections to the coordinator and to the data port of the
+  // worker that has joined, before the second worker starts.
+  const std::string first_log = start_worker(0);
+  const std::string data_address =
+      wait_for_log(first_log, std::regex("data address ([0-9.]+:[0-9]+)"));
+  std::vector<net::UniqueFd> at_coordinator = idle_connections(address, kIdle);
+  std::vector<net::UniqueFd> at_data_port = idle_connections(data_address, kIdle);
+  const std::string second_log = start_worker(1);
+  for (const std::string& log : {first_log, second_log}) {
+    wait_for_log(log, std::regex("(serving clients)"));
   }
+  testing::TestCluster cluster;
+  for (const std::string& socket : sockets) cluster.clients.push_back(Client::connect(socket));
   expect_allreduce_works(cluster);
-
-  std::smatch match;
-  const std::string log = cluster.cluster->log_of_worker(0);
-  ASSERT_TRUE(std::regex_search(log, match, std::regex("data address ([0-9.]+:[0-9]+)"))) << log;
-  std::vector<net::UniqueFd> at_data_port = idle_connections(match[1].str(), kIdle);
   expect_allreduce_works(cluster, 1 << 18);
 
   // Idle, with 2000 idle connections open: the daemons sleep.
-  const pid_t coordinator = cluster.cluster->coordinator().pid();
-  const pid_t worker = cluster.cluster->worker(0).pid();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const long before = cpu_ticks(coordinator) + cpu_ticks(worker);
+  const long before = cpu_ticks(coordinator.pid()) + cpu_ticks(workers[0].pid());
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  const long used = cpu_ticks(coordinator) + cpu_ticks(worker) - before;
+  const long used = cpu_ticks(coordinator.pid()) + cpu_ticks(workers[0].pid()) - before;
   EXPECT_LE(used, 5) << "clock ticks of CPU in one idle second";  // 50 ms at 100 Hz
+  cluster.clients.clear();
+  for (cli::ChildProcess& worker : workers) EXPECT_EQ(worker.stop(), 0);
+  EXPECT_EQ(coordinator.stop(), 0);
 }
 
 }  // namespace
