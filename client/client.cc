@@ -129,6 +129,7 @@ class ClientConnection {
     op.set_root(submission.shape.root);
     op.set_timeout_ms(static_cast<std::uint32_t>(options.timeout.count()));
     op.set_name(options.name);
+    if (options.wire) op.set_wire(to_proto(*options.wire));
     const Status sent =
         net::send_message(socket_.get(), request, net::Deadline::after(options.timeout));
     if (!sent.ok()) {

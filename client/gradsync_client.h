@@ -44,6 +44,9 @@ struct OpOptions {
   std::chrono::milliseconds timeout{knobs::kOpTimeoutMs.default_value};
   std::string name;  // shows in the daemon's log lines
   int root = 0;      // broadcast only
+  // bf16 or f16: an f32 or f64 sum or avg (all-reduce, reduce-scatter; all-gather too) sends its
+  // values rounded to 16 bits and adds them in the data type (README "Semantics": the error bound).
+  std::optional<DataType> wire;
 };
 
 class ClientError : public std::runtime_error {

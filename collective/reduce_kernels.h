@@ -25,4 +25,13 @@ void reduce(DataType type, ReduceOp op, std::byte* out, const std::byte* lhs, co
 void finalize_average(DataType type, ReduceOp op, std::byte* data, std::size_t count,
                       int world_size);
 
+// A 16-bit wire type for f32 or f64 values (collective/wire_type.h says which pairs are allowed).
+// narrow_for_wire writes `count` values of `data` rounded to `wire` (to nearest, ties to even;
+// an f64 as if directly) into `wire_out`, and replaces each value in `data` by its rounded value,
+// so that the sender keeps exactly what its peers receive. widen_from_wire converts back, exactly.
+void narrow_for_wire(DataType type, DataType wire, std::byte* wire_out, std::byte* data,
+                     std::size_t count);
+void widen_from_wire(DataType type, DataType wire, std::byte* data_out, const std::byte* wire_in,
+                     std::size_t count);
+
 }  // namespace gradsync

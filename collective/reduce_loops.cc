@@ -210,7 +210,68 @@ void divide_elements(std::byte* data, std::size_t count, int world_size) {
   }
 }
 
+// A double narrowed to float rounding to odd: narrowing that float to 16 bits then rounds as if
+// from the double itself (float keeps more than two bits beyond any 16-bit format), where
+// rounding to nearest twice could be off by one 16-bit ulp.
+inline float to_float_rounding_to_odd(double value) {
+  const float nearest = static_cast<float>(value);
+  const bool inexact = static_cast<double>(nearest) != value && !std::isnan(value);
+  const bool even = (std::bit_cast<std::uint32_t>(nearest) & 1u) == 0;
+  const float toward_value = std::nextafter(nearest, value > static_cast<double>(nearest)
+                                                         ? std::numeric_limits<float>::infinity()
+                                                         : -std::numeric_limits<float>::infinity());
+  return inexact && even ? toward_value : nearest;
+}
+
+inline float to_float(float value) { return value; }
+inline float to_float(double value) { return to_float_rounding_to_odd(value); }
+
+template <typename Wire, typename Data>
+void narrow_elements(std::byte* wire_out, std::byte* data, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto narrowed = Wire::narrow(to_float(load<Data>(data + i * sizeof(Data))));
+    store(wire_out + i * sizeof narrowed, narrowed);
+    store(data + i * sizeof(Data), static_cast<Data>(Wire::widen(narrowed)));
+  }
+}
+
+template <typename Wire, typename Data>
+void widen_elements(std::byte* data_out, const std::byte* wire_in, std::size_t count) {
+  using Storage = typename Wire::Storage;
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto widened = Wire::widen(load<Storage>(wire_in + i * sizeof(Storage)));
+    store(data_out + i * sizeof(Data), static_cast<Data>(widened));
+  }
+}
+
+// Calls visitor(Wire{}, Data{}) for a pair that wire_type.h allows.
+template <typename Visitor>
+void visit_wire_pair(DataType type, DataType wire, Visitor&& visitor) {
+  const auto with_data = [&]<typename Wire>(Wire) {
+    if (type == DataType::f32) return visitor(Wire{}, float{});
+    if (type == DataType::f64) return visitor(Wire{}, double{});
+    std::abort();
+  };
+  if (wire == DataType::bf16) return with_data(BFloat{});
+  if (wire == DataType::f16) return with_data(Half{});
+  std::abort();
+}
+
 }  // namespace
+
+void narrow_for_wire(DataType type, DataType wire, std::byte* wire_out, std::byte* data,
+                     std::size_t count) {
+  visit_wire_pair(type, wire, [&]<typename Wire, typename Data>(Wire, Data) {
+    narrow_elements<Wire, Data>(wire_out, data, count);
+  });
+}
+
+void widen_from_wire(DataType type, DataType wire, std::byte* data_out, const std::byte* wire_in,
+                     std::size_t count) {
+  visit_wire_pair(type, wire, [&]<typename Wire, typename Data>(Wire, Data) {
+    widen_elements<Wire, Data>(data_out, wire_in, count);
+  });
+}
 
 void reduce(DataType type, ReduceOp op, std::byte* out, const std::byte* lhs, const std::byte* rhs,
             std::size_t count) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "collective/algorithms.h"
+#include "collective/wire_type.h"
 #include "config/knobs.h"
 #include "daemon/calibrator.h"
 #include "daemon/client_server.h"
@@ -249,6 +250,18 @@ class Worker {
     }
     shape = {*collective, world_size, *collective == Collective::barrier ? 0 : op.count(),
              *collective == Collective::barrier ? 1 : element_size(*dtype), op.root()};
+    DataType wire = *dtype;
+    if (op.wire() != proto::DATA_TYPE_UNSPECIFIED) {
+      const auto requested = from_proto(op.wire());
+      if (!requested) {
+        return invalid("unknown wire type in request " + std::to_string(op.request_id()));
+      }
+      if (Status status = check_wire_type(*collective, *dtype, *reduce_op, *requested);
+          !status.ok()) {
+        return status;
+      }
+      wire = *requested;
+    }
     if (op.root() < 0 || op.root() >= world_size) {
       return invalid("root " + std::to_string(op.root()) + " is not a rank of a group of " +
                      std::to_string(world_size));
@@ -262,7 +275,9 @@ class Worker {
       return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
                      std::to_string(pending.region->size()));
     }
-    Algorithm algorithm = plan_.table.lookup(*collective, data_bytes(shape));
+    // The table is indexed by the bytes that cross the network.
+    const std::uint64_t wire_bytes = data_bytes(shape) / shape.element_size * element_size(wire);
+    Algorithm algorithm = plan_.table.lookup(*collective, wire_bytes);
     if (const auto requested = from_proto(op.algorithm())) {
       algorithm = *requested;
     } else if (config_.algorithm && supports(*collective, *config_.algorithm)) {
@@ -279,6 +294,7 @@ class Worker {
                           static_cast<std::uint32_t>(op.root()),
                           shape.count,
                           pending.stream_sequence};
+    if (wire != *dtype) options.descriptor.wire = wire;
     options.deadline = net::Deadline::after(std::chrono::milliseconds(
         op.timeout_ms() > 0 ? op.timeout_ms() : knobs::kOpTimeoutMs.default_value));
     return {};

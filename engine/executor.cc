@@ -29,6 +29,7 @@ struct OutSegment {
   std::vector<Piece> pieces;
   std::uint64_t total = 0;  // header + payload
   std::uint64_t written = 0;
+  bool narrowed = false;  // `pieces` is the payload narrowed to the wire type
 };
 
 struct InSegment {
@@ -64,6 +65,19 @@ bool sends_from_snapshot(const Round& round, const Span& span) {
     return std::any_of(recv.spans.begin(), recv.spans.end(),
                        [&](const Span& target) { return overlap(span, target); });
   });
+}
+
+// Whether the last thing this rank receives is reduced in rather than copied: its result is then
+// a sum that no peer sent it, which the same sum elsewhere (a hypercube's other ranks) may have
+// sent rounded to a 16-bit wire type.
+bool ends_with_a_reduction(const Schedule& schedule) {
+  for (auto round = schedule.rounds.rbegin(); round != schedule.rounds.rend(); ++round) {
+    if (!round->recvs.empty()) {
+      return std::any_of(round->recvs.begin(), round->recvs.end(),
+                         [](const Recv& recv) { return recv.reduces(); });
+    }
+  }
+  return false;
 }
 
 bool has_multi_segment_message(const Schedule& schedule, std::uint64_t segment_bytes) {
@@ -108,6 +122,7 @@ class OpRun {
             options.segment_bytes / schedule.shape.element_size * schedule.shape.element_size,
             schedule.shape.element_size)),
         multi_segment_(has_multi_segment_message(schedule, segment_bytes_)),
+        wire_(options.descriptor.wire),
         workspace_(mesh.workspace()),
         outgoing_(mesh.world_size()),
         incoming_(mesh.world_size()) {}
@@ -124,6 +139,12 @@ class OpRun {
       }
     }
     const Collective collective = schedule_.shape.collective;
+    // With a 16-bit wire, every rank holds a replicated result rounded to it, as it was sent.
+    if (wire_ && result_is_replicated(collective) && ends_with_a_reduction(schedule_)) {
+      workspace_.converted.resize(on_the_wire(schedule_.result.length));
+      narrow_pieces({{locate(schedule_.result), schedule_.result.length}},
+                    workspace_.converted.data());
+    }
     if (collective == Collective::allreduce || collective == Collective::reduce_scatter) {
       finalize_average(options_.descriptor.dtype, options_.descriptor.op, locate(schedule_.result),
                        schedule_.result.length / schedule_.shape.element_size,
@@ -167,10 +188,27 @@ class OpRun {
     header.op_id = options_.op_id;
     header.round = static_cast<std::uint32_t>(round);
     header.segment = index;
-    header.offset = offset;
-    header.length = length;
+    header.offset = on_the_wire(offset);
+    header.length = on_the_wire(length);
     header.descriptor = options_.descriptor;
     return header;
+  }
+
+  // How many bytes `data_bytes` of the op's values take on the wire.
+  std::uint64_t on_the_wire(std::uint64_t data_bytes) const {
+    if (!wire_) return data_bytes;
+    return data_bytes / schedule_.shape.element_size * element_size(*wire_);
+  }
+
+  // Rounds the values of `pieces` to the wire type in place, writing the narrowed values to
+  // `narrowed` (sized by the caller) back to back.
+  void narrow_pieces(const std::vector<Piece>& pieces, std::byte* narrowed) const {
+    const DataType type = options_.descriptor.dtype;
+    for (const Piece& piece : pieces) {
+      const std::size_t count = piece.length / schedule_.shape.element_size;
+      narrow_for_wire(type, *wire_, narrowed, piece.address, count);
+      narrowed += count * element_size(*wire_);
+    }
   }
 
   // Cuts every message of the round into segments; a zero-length message is one empty frame.
@@ -212,6 +250,11 @@ class OpRun {
         if (sends_from_snapshot(round, span)) {
           if (workspace_.snapshots.size() == snapshots) workspace_.snapshots.emplace_back();
           auto& snapshot = workspace_.snapshots[snapshots++];
+          // This rank keeps what it sends: rounded before the round reduces into it.
+          if (wire_) {
+            workspace_.converted.resize(on_the_wire(span.length));
+            narrow_pieces({{locate(span), span.length}}, workspace_.converted.data());
+          }
           snapshot.assign(locate(span), locate(span) + span.length);
           bases.push_back(snapshot.data());
         } else {
@@ -222,7 +265,7 @@ class OpRun {
           send.bytes(), [&](std::uint32_t index, std::uint64_t offset, std::uint64_t length) {
             OutSegment segment{round_index, encode(header_for(round_index, index, offset, length)),
                                pieces(send.spans, offset, offset + length, bases),
-                               kFrameHeaderBytes + length, 0};
+                               kFrameHeaderBytes + on_the_wire(length), 0};
             outgoing_[send.peer].push_back(std::move(segment));
           });
     }
@@ -373,6 +416,13 @@ class OpRun {
     PeerStream& stream = mesh_.peer(peer);
     while (may_send_next(peer)) {
       OutSegment& segment = outgoing_[peer].front();
+      if (wire_ && !segment.narrowed) {
+        // Narrowed when it is about to go, not when queued: only now are its values final.
+        stream.narrowed.resize(segment.total - kFrameHeaderBytes);
+        narrow_pieces(segment.pieces, stream.narrowed.data());
+        segment.pieces = {{stream.narrowed.data(), stream.narrowed.size()}};
+        segment.narrowed = true;
+      }
       iovec parts[8];
       int count = 0;
       std::uint64_t skip = segment.written;
@@ -536,14 +586,14 @@ class OpRun {
                         std::to_string(header.round) + " that this rank does not expect");
       }
       expected = &incoming_[peer].front();
-      if (header.segment != expected->index || header.offset != expected->offset ||
-          header.length != expected->length) {
+      if (header.segment != expected->index || header.offset != on_the_wire(expected->offset) ||
+          header.length != on_the_wire(expected->length)) {
         return mismatch("rank " + std::to_string(peer) + " sent " + std::to_string(header.length) +
                         " bytes at offset " + std::to_string(header.offset) +
-                        ", this rank expects " + std::to_string(expected->length) + " at offset " +
-                        std::to_string(expected->offset));
+                        ", this rank expects " + std::to_string(on_the_wire(expected->length)) +
+                        " at offset " + std::to_string(on_the_wire(expected->offset)));
       }
-      if (expected->action == RecvAction::copy) {
+      if (expected->action == RecvAction::copy && !wire_) {
         targets = expected->pieces;
       } else {
         stream.scratch.resize(std::max<std::size_t>(stream.scratch.size(), segment_bytes_));
@@ -558,7 +608,7 @@ class OpRun {
       } else if (header.kind == FrameKind::abort) {
         destination = abort_text_.data() + stream.payload_done;
         room = header.length - stream.payload_done;
-      } else if (expected->action != RecvAction::copy) {
+      } else if (expected->action != RecvAction::copy || wire_) {
         destination = stream.scratch.data() + stream.payload_done;
         room = header.length - stream.payload_done;
       } else {
@@ -585,7 +635,9 @@ class OpRun {
           static_cast<ErrorCode>(done.segment),
           std::string(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size()));
     }
-    if (expected->action != RecvAction::copy) {
+    if (wire_) {
+      widen_received(stream, *expected);
+    } else if (expected->action != RecvAction::copy) {
       const std::byte* received = stream.scratch.data();
       const std::size_t element = schedule_.shape.element_size;
       for (const Piece& piece : expected->pieces) {
@@ -599,6 +651,27 @@ class OpRun {
     incoming_[peer].pop_front();
     ++finished_segments_;
     return {};
+  }
+
+  // Takes a segment received in the wire type: copies it widened, or widens it and reduces.
+  void widen_received(const PeerStream& stream, const InSegment& segment) {
+    const DataType type = options_.descriptor.dtype;
+    const std::size_t element = schedule_.shape.element_size;
+    const std::byte* received = stream.scratch.data();
+    for (const Piece& piece : segment.pieces) {
+      const std::size_t count = piece.length / element;
+      if (segment.action == RecvAction::copy) {
+        widen_from_wire(type, *wire_, piece.address, received, count);
+      } else {
+        workspace_.converted.resize(std::max(workspace_.converted.size(), piece.length));
+        std::byte* widened = workspace_.converted.data();
+        widen_from_wire(type, *wire_, widened, received, count);
+        const bool local_first = segment.action == RecvAction::reduce_local_first;
+        reduce(type, options_.descriptor.op, piece.address, local_first ? piece.address : widened,
+               local_first ? widened : piece.address, count);
+      }
+      received += count * element_size(*wire_);
+    }
   }
 
   // Leaves every stream at a frame boundary and tells every peer why this rank stopped.
@@ -635,8 +708,9 @@ class OpRun {
   // segment waits for a whole message either way, and the bookkeeping cost a tree of 4 B-4 KiB
   // about 10% (loopback, p = 4).
   const bool multi_segment_;
-  std::size_t round_ = 0;            // the round whose transfers must all finish before the next
-  std::size_t prepared_rounds_ = 0;  // rounds whose segments are queued
+  const std::optional<DataType> wire_;  // set when values travel narrowed
+  std::size_t round_ = 0;               // the round whose transfers must all finish before the next
+  std::size_t prepared_rounds_ = 0;     // rounds whose segments are queued
   std::uint64_t finished_segments_ = 0;
   OpWorkspace& workspace_;
   std::vector<std::deque<OutSegment>> outgoing_;

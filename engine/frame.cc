@@ -41,6 +41,7 @@ std::string OpDescriptor::to_string() const {
   }
   if (collective == Collective::broadcast) text += "root " + std::to_string(root) + ", ";
   text += std::string(name(algorithm));
+  if (wire) text += ", " + std::string(name(*wire)) + " on the wire";
   if (stream_sequence > 0) {
     text += ", op " + std::to_string(stream_sequence) + " of its client's stream";
   }
@@ -52,6 +53,8 @@ EncodedHeader encode(const FrameHeader& header) {
   put<std::uint32_t>(bytes, 0, kFrameMagic);
   put<std::uint16_t>(bytes, 4, kFrameVersion);
   put<std::uint8_t>(bytes, 6, static_cast<std::uint8_t>(header.kind));
+  const auto& wire = header.descriptor.wire;
+  put<std::uint8_t>(bytes, 7, wire ? 1 + static_cast<std::uint8_t>(*wire) : 0);
   put<std::uint64_t>(bytes, 8, header.generation);
   put<std::uint64_t>(bytes, 16, header.op_id);
   put<std::uint32_t>(bytes, 24, header.round);
@@ -83,9 +86,11 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
   const auto dtype = get<std::uint8_t>(bytes, 49);
   const auto op = get<std::uint8_t>(bytes, 50);
   const auto algorithm = get<std::uint8_t>(bytes, 51);
+  const auto wire = get<std::uint8_t>(bytes, 7);
   if (!is_one_of(collective, kAllCollectives) || !is_one_of(dtype, kAllDataTypes) ||
-      !is_one_of(op, kAllReduceOps) || !is_one_of(algorithm, kAllAlgorithms)) {
-    return bad("unknown collective, dtype, op or algorithm");
+      !is_one_of(op, kAllReduceOps) || !is_one_of(algorithm, kAllAlgorithms) ||
+      (wire != 0 && !is_one_of(static_cast<std::uint8_t>(wire - 1), kAllDataTypes))) {
+    return bad("unknown collective, dtype, op, algorithm or wire type");
   }
   header.kind = static_cast<FrameKind>(kind);
   header.generation = get<std::uint64_t>(bytes, 8);
@@ -98,6 +103,7 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
                        static_cast<ReduceOp>(op),           static_cast<Algorithm>(algorithm),
                        get<std::uint32_t>(bytes, 52),       get<std::uint64_t>(bytes, 56),
                        get<std::uint64_t>(bytes, 64)};
+  if (wire != 0) header.descriptor.wire = static_cast<DataType>(wire - 1);
   const std::uint64_t limit = header.kind == FrameKind::abort
                                   ? kMaxAbortReasonBytes
                                   : (header.kind == FrameKind::hello ? 0 : kMaxSegmentBytes);

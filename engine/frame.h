@@ -6,7 +6,7 @@
 //        0     4  magic "GSD1"
 //        4     2  version (1)
 //        6     1  kind: 1 data, 2 abort (payload: the reason, text), 3 hello
-//        7     1  reserved, 0
+//        7     1  wire type: 0 the dtype itself, else 1 + the dtype the values travel as
 //        8     8  generation of the group
 //       16     8  op id (hello: the sender's rank)
 //       24     4  round
@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "collective/status.h"
@@ -31,7 +32,7 @@ namespace gradsync::engine {
 
 inline constexpr std::size_t kFrameHeaderBytes = 72;
 inline constexpr std::uint32_t kFrameMagic = 0x31445347;  // "GSD1" little-endian
-inline constexpr std::uint16_t kFrameVersion = 2;
+inline constexpr std::uint16_t kFrameVersion = 3;
 // No segment may be longer: a header claiming more is rejected before anything is read.
 inline constexpr std::uint64_t kMaxSegmentBytes = 64ull << 20;
 inline constexpr std::uint64_t kMaxAbortReasonBytes = 4096;
@@ -49,9 +50,12 @@ struct OpDescriptor {
   // Ops pair across ranks by their place in each rank's op stream: ranks whose clients are at
   // different places (one restarted, say) fail the op instead of mixing two different steps.
   std::uint64_t stream_sequence = 0;
+  // Set when the values travel narrowed to a 16-bit type (collective/wire_type.h).
+  std::optional<DataType> wire = std::nullopt;
 
+  DataType wire_type() const { return wire.value_or(dtype); }
   friend bool operator==(const OpDescriptor&, const OpDescriptor&) = default;
-  // "allreduce of 1000 f32 (sum, ring, op 7 of its client's stream)"
+  // "allreduce of 1000 f32 (sum, ring, bf16 on the wire, op 7 of its client's stream)"
   std::string to_string() const;
 };
 

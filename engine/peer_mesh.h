@@ -35,7 +35,8 @@ struct PeerStream {
   std::size_t header_have = 0;
   std::optional<FrameHeader> header;  // decoded, its payload not yet fully consumed
   std::uint64_t payload_done = 0;
-  std::vector<std::byte> scratch;  // one segment, for receive-and-reduce
+  std::vector<std::byte> scratch;   // one segment, for receive-and-reduce or a narrowed payload
+  std::vector<std::byte> narrowed;  // the segment being sent, narrowed to its op's wire type
 
   bool lost() const { return !lost_reason.empty(); }
   void drop_header() {
@@ -50,6 +51,7 @@ struct PeerStream {
 struct OpWorkspace {
   std::vector<std::byte> scratch;                 // the schedule's scratch buffer
   std::vector<std::vector<std::byte>> snapshots;  // sends that the same round reduces into
+  std::vector<std::byte> converted;               // values converted to or from their wire type
 };
 
 class PeerMesh {

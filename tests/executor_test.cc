@@ -4,11 +4,16 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <cmath>
+#include <cstring>
 #include <functional>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "collective/algorithms.h"
+#include "collective/reduce_kernels.h"
+#include "collective/wire_type.h"
 #include "net/socket.h"
 #include "support/tensor_values.h"
 
@@ -331,6 +336,173 @@ TEST(Executor, AnAbortSignalStopsTheOp) {
   const Status status = execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr},
                                 meshes[0], options);
   EXPECT_EQ(status.message(), "rank 1 was lost (reported by the coordinator)");
+}
+
+// Values that no 16-bit type holds exactly, of both signs and of magnitudes from 2^-4 to 2^4.
+std::vector<float> inexact_values(int rank, std::uint64_t count) {
+  std::mt19937 generator(static_cast<unsigned>(rank * 7919 + count));
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-4, 4);
+  std::vector<float> values(count);
+  for (float& value : values) value = std::ldexp(mantissa(generator), exponent(generator));
+  return values;
+}
+
+Bytes as_bytes(const std::vector<float>& values) {
+  Bytes bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+float float_at(const Bytes& bytes, std::uint64_t index) {
+  float value;
+  std::memcpy(&value, bytes.data() + index * sizeof value, sizeof value);
+  return value;
+}
+
+using WireCase = std::tuple<Collective, Algorithm, int, DataType>;
+
+class ExecutorWireType : public ::testing::TestWithParam<WireCase> {};
+
+// f32 values sent as bf16 or f16: every rank ends with the same bits, and each reduced element is
+// within the documented bound of the exact sum (README "Semantics"): at most p roundings to the
+// wire type and p + 1 f32 roundings on the way, so |result - sum| <= ((1+u)^p (1+2^-24)^(p+1) - 1)
+// * sum|x_r| (divided by p for avg). All-gather delivers every rank's block rounded once.
+TEST_P(ExecutorWireType, EveryRankEndsWithTheSameBitsWithinTheBound) {
+  const auto [collective, algorithm, p, wire] = GetParam();
+  const double u = unit_roundoff(wire);
+  const double gamma = std::pow(1 + u, p) * std::pow(1 + std::ldexp(1.0, -24), p + 1) - 1;
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+    for (const std::uint64_t n : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{4099}}) {
+      SCOPED_TRACE(std::string(name(op)) + " n=" + std::to_string(n));
+      auto meshes = connected_meshes(p);
+      const OpShape shape{collective, p, n, sizeof(float)};
+      std::vector<Bytes> results(p);
+      std::vector<Span> result_spans(p);
+      std::vector<Status> statuses(p);
+      std::vector<std::vector<float>> inputs(p);
+      for (int r = 0; r < p; ++r) inputs[r] = inexact_values(r, n);
+      on_every_rank(p, [&](int r) {
+        results[r] = as_bytes(inputs[r]);
+        const Schedule schedule = build_schedule(shape, algorithm, r);
+        result_spans[r] = schedule.result;
+        ExecuteOptions options = options_for(shape, algorithm, DataType::f32, op, 1, 64);
+        options.descriptor.wire = wire;
+        statuses[r] = execute(schedule, {results[r].data(), nullptr}, meshes[r], options);
+      });
+      for (int r = 0; r < p; ++r) ASSERT_TRUE(statuses[r].ok()) << statuses[r].to_string();
+      for (int r = 0; r < p; ++r) {
+        const std::uint64_t first = result_spans[r].offset / sizeof(float);
+        const std::uint64_t last = result_spans[r].end() / sizeof(float);
+        for (std::uint64_t i = first; i < last; ++i) {
+          if (result_is_replicated(collective)) {
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(float_at(results[r], i)),
+                      std::bit_cast<std::uint32_t>(float_at(results[0], i)))
+                << "rank " << r << " element " << i;
+          }
+          if (collective == Collective::allgather) continue;
+          double sum = 0;
+          double magnitudes = 0;
+          for (int q = 0; q < p; ++q) {
+            const double x = inputs[q][i];
+            sum += x;
+            magnitudes += std::abs(x);
+          }
+          const double divisor = op == ReduceOp::avg ? p : 1;
+          ASSERT_LE(std::abs(float_at(results[r], i) - sum / divisor), gamma * magnitudes / divisor)
+              << "rank " << r << " element " << i;
+        }
+      }
+      if (collective != Collective::allgather) continue;
+      // Block q is rank q's values, rounded once to the wire type (unless there is no wire).
+      for (int q = 0; q < p; ++q) {
+        const Chunk block = balanced_chunk(n, p, q);
+        std::vector<float> own = inputs[q];
+        std::vector<std::byte> narrowed(own.size() * 2);
+        if (p > 1) {
+          narrow_for_wire(DataType::f32, wire, narrowed.data(),
+                          reinterpret_cast<std::byte*>(own.data()), own.size());
+        }
+        for (std::uint64_t i = block.offset; i < block.end(); ++i) {
+          ASSERT_EQ(float_at(results[0], i), own[i]) << "block " << q << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+std::vector<WireCase> wire_cases() {
+  std::vector<WireCase> cases;
+  for (const Collective collective :
+       {Collective::allreduce, Collective::reduce_scatter, Collective::allgather}) {
+    for (const Algorithm algorithm : algorithms_for(collective)) {
+      for (const int p : {1, 2, 3, 4, 5, 8}) {
+        for (const DataType wire : {DataType::bf16, DataType::f16}) {
+          cases.emplace_back(collective, algorithm, p, wire);
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+std::string wire_case_name(const ::testing::TestParamInfo<WireCase>& info) {
+  const auto& [collective, algorithm, p, wire] = info.param;
+  return std::string(name(collective)) + "_" + std::string(name(algorithm)) + "_p" +
+         std::to_string(p) + "_" + std::string(name(wire));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlgorithms, ExecutorWireType, ::testing::ValuesIn(wire_cases()),
+                         wire_case_name);
+
+TEST(Executor, RanksThatDisagreeOnTheWireTypeFailNamingBoth) {
+  const int p = 2;
+  auto meshes = connected_meshes(p);
+  const OpShape shape{Collective::allreduce, p, 100, sizeof(float)};
+  std::vector<Status> statuses(p);
+  on_every_rank(p, [&](int r) {
+    Bytes data = as_bytes(inexact_values(r, 100));
+    ExecuteOptions options =
+        options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 1 << 20);
+    if (r == 1) options.descriptor.wire = DataType::bf16;
+    statuses[r] = execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr},
+                          meshes[r], options);
+  });
+  for (int r = 0; r < p; ++r) {
+    EXPECT_EQ(statuses[r].code(), ErrorCode::mismatch) << statuses[r].to_string();
+  }
+  EXPECT_NE(statuses[0].message().find("bf16 on the wire"), std::string::npos)
+      << statuses[0].message();
+}
+
+TEST(WireType, OnlyF32AndF64SumsNarrowToSixteenBits) {
+  EXPECT_TRUE(
+      check_wire_type(Collective::allreduce, DataType::f32, ReduceOp::avg, DataType::bf16).ok());
+  EXPECT_TRUE(
+      check_wire_type(Collective::allgather, DataType::f64, ReduceOp::max, DataType::f16).ok());
+  EXPECT_TRUE(
+      check_wire_type(Collective::broadcast, DataType::i32, ReduceOp::sum, DataType::i32).ok());
+  const auto refused = [](Collective collective, DataType type, ReduceOp op, DataType wire,
+                          const std::string& why) {
+    const Status status = check_wire_type(collective, type, op, wire);
+    EXPECT_EQ(status.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(status.message().find(why), std::string::npos) << status.message();
+  };
+  refused(Collective::allreduce, DataType::i32, ReduceOp::sum, DataType::bf16, "only f32 and f64");
+  refused(Collective::allreduce, DataType::f32, ReduceOp::max, DataType::bf16, "max is not a sum");
+  refused(Collective::broadcast, DataType::f32, ReduceOp::sum, DataType::f16, "broadcast moves");
+  refused(Collective::allreduce, DataType::f64, ReduceOp::sum, DataType::f32, "bf16 or f16");
+}
+
+// An f64 narrows as if directly, not through a float rounded to nearest: 1 + 2^-8 + 2^-30 lies
+// above the bf16 tie 1 + 2^-8, but rounds to exactly that tie as a float.
+TEST(WireType, AnF64NarrowsWithOneRounding) {
+  double value = 1 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  std::uint16_t narrowed = 0;
+  narrow_for_wire(DataType::f64, DataType::bf16, reinterpret_cast<std::byte*>(&narrowed),
+                  reinterpret_cast<std::byte*>(&value), 1);
+  EXPECT_EQ(value, 1 + std::ldexp(1.0, -7));
+  EXPECT_EQ(narrowed, 0x3f81);
 }
 
 }  // namespace
