@@ -21,6 +21,7 @@
 #include "collective/algorithms.h"
 #include "collective/cost_model.h"
 #include "collective/reduce_kernels.h"
+#include "collective/wire_type.h"
 #include "config/cli_knobs.h"
 
 namespace gradsync::cli {
@@ -31,6 +32,7 @@ struct BenchOptions {
   std::string sockets;  // comma-separated, rank order; default: $GRADSYNC_SOCKETS
   std::string dtype = "f32";
   std::string op = "sum";
+  std::string wire;  // empty: the values travel as the dtype
   std::string algorithm = "auto";
   std::string min_bytes = "4";
   std::string max_bytes = "64MiB";
@@ -52,12 +54,13 @@ struct BenchOptions {
 class Bench {
  public:
   Bench(const BenchOptions& options, std::vector<Client> clients, GroupPlan plan, DataType type,
-        ReduceOp op)
+        ReduceOp op, std::optional<DataType> wire)
       : options_(options),
         clients_(std::move(clients)),
         plan_(std::move(plan)),
         type_(type),
-        op_(op) {}
+        op_(op),
+        wire_(wire) {}
 
   // One row: every rank runs warmup + timed ops; time is the median over iterations of the
   // slowest rank's time.
@@ -100,6 +103,7 @@ class Bench {
         OpOptions op_options;
         op_options.op = op_;
         op_options.algorithm = algorithm;
+        op_options.wire = wire_;
         try {
           for (int iteration = 0; iteration < options_.warmup + timed; ++iteration) {
             std::copy(pristine.begin(), pristine.end(), data);
@@ -208,6 +212,7 @@ class Bench {
   GroupPlan plan_;  // for the predicted column
   DataType type_;
   ReduceOp op_;
+  std::optional<DataType> wire_;
 };
 
 int run_bench(BenchOptions options) {
@@ -223,6 +228,15 @@ int run_bench(BenchOptions options) {
                                "'" + options.max_bytes + "' is not a size >= --min-bytes");
   }
   if (options.small_iters == 0) options.small_iters = options.iters;
+  const DataType type = *parse_data_type(options.dtype);
+  const ReduceOp op = *parse_reduce_op(options.op);
+  std::optional<DataType> wire;
+  if (!options.wire.empty()) {
+    wire = parse_data_type(options.wire);
+    if (Status status = check_wire_type(Collective::allreduce, type, op, *wire); !status.ok()) {
+      throw CLI::ValidationError("--wire", status.message());
+    }
+  }
   std::vector<std::optional<Algorithm>> algorithms;
   if (options.algorithm == "all" || options.algorithm == "auto") algorithms.push_back(std::nullopt);
   if (options.algorithm == "all") {
@@ -252,8 +266,7 @@ int run_bench(BenchOptions options) {
     plan.network = NetworkModel::uniform(options.alpha_us, options.beta_us_per_byte);
     plan.calibration.clear();
   }
-  Bench bench(options, std::move(clients), plan, *parse_data_type(options.dtype),
-              *parse_reduce_op(options.op));
+  Bench bench(options, std::move(clients), plan, type, op, wire);
   std::vector<BenchRow> rows;
   try {
     for (double bytes = static_cast<double>(*min_bytes); bytes <= static_cast<double>(*max_bytes);
@@ -275,8 +288,9 @@ int run_bench(BenchOptions options) {
                                              : "the group's measured model, calibrated",
                   plan.network.alpha_us, plan.network.beta_us_per_byte,
                   plan.network.gamma_us_per_byte);
-    const BenchSetup setup{"gradsync bench", world_size,          options.dtype,  options.op,
-                           options.iters,    options.small_iters, options.warmup, model};
+    const BenchSetup setup{"gradsync bench",    world_size,     options.dtype,
+                           options.op,          options.wire,   options.iters,
+                           options.small_iters, options.warmup, model};
     print_bench_table(setup, rows);
     if (!options.json_path.empty()) write_bench_json(options.json_path, setup, rows);
   }
@@ -300,6 +314,11 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
       ->check(CLI::IsMember(config::names_of(kAllDataTypes)));
   command->add_option("--op", options->op, "Reduce op")
       ->check(CLI::IsMember(config::names_of(kAllReduceOps)));
+  command
+      ->add_option("--wire", options->wire,
+                   "Send f32/f64 sums as this 16-bit type, adding in the dtype (default: as "
+                   "the dtype)")
+      ->check(CLI::IsMember({"bf16", "f16"}));
   command->add_option("--algorithm", options->algorithm, "auto, all, or one algorithm")
       ->check(CLI::IsMember(config::algorithm_choices({"auto", "all"}, Collective::allreduce)));
   command->add_option("--min-bytes", options->min_bytes, "Smallest size (e.g. 4, 64KiB)");

@@ -30,10 +30,11 @@ void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& row
     iterations += " (" + std::to_string(setup.small_iters) + " up to " +
                   std::to_string(kSmallRowMaxBytes >> 10) + " KiB)";
   }
+  const std::string wire = setup.wire.empty() ? "" : " sent as " + setup.wire;
   std::printf(
-      "# %s: allreduce, %d ranks, %s %s, %s after %d warm-up; time is the median of the "
+      "# %s: allreduce, %d ranks, %s %s%s, %s after %d warm-up; time is the median of the "
       "slowest rank\n",
-      setup.system.c_str(), setup.world_size, setup.dtype.c_str(), setup.op.c_str(),
+      setup.system.c_str(), setup.world_size, setup.dtype.c_str(), setup.op.c_str(), wire.c_str(),
       iterations.c_str(), setup.warmup);
   if (!setup.note.empty()) std::printf("# %s\n", setup.note.c_str());
   std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s\n", "size(B)", "count", "type",
@@ -67,6 +68,7 @@ void write_bench_json(const std::string& path, const BenchSetup& setup,
                                     {"wrong", row.wrong},
                                     {"iterations", row.iterations}};
     if (row.predicted_us >= 0) entry["predicted_us"] = row.predicted_us;
+    if (!setup.wire.empty()) entry["wire"] = setup.wire;
     entries.push_back(std::move(entry));
   }
   std::ofstream(path) << entries.dump(2) << "\n";

@@ -25,6 +25,7 @@ struct BenchSetup {
   int world_size = 1;
   std::string dtype = "f32";
   std::string op = "sum";
+  std::string wire;  // the values' 16-bit wire type, if they travel narrowed
   int iters = 0;
   int small_iters = 0;  // for rows of at most kSmallRowMaxBytes
   int warmup = 0;

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   }
   if (rank == 0) {
     const gradsync::cli::BenchSetup setup{
-        "Open MPI MPI_Allreduce", world_size,     "f32", "sum", options.iters,
+        "Open MPI MPI_Allreduce", world_size,     "f32", "sum", "", options.iters,
         options.small_iters,      options.warmup, ""};
     gradsync::cli::print_bench_table(setup, rows);
     if (!options.json_path.empty()) gradsync::cli::write_bench_json(options.json_path, setup, rows);

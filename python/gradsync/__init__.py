@@ -8,6 +8,7 @@ gradsync daemon.
     shared = client.allocate_array((1 << 20,), np.float32)   # the daemon's memory: no copies
     work = client.allreduce_async(shared, op="avg")
     work.wait()
+    client.allreduce(gradient, op="avg", wire="bf16")   # half the bytes; every addition in f32
 
 Every op takes C-contiguous, writable CPU memory of dtype float16, bfloat16 (torch only),
 float32, float64, int32, int64 or uint8; anything else is a TypeError before anything is sent. A
@@ -215,8 +216,10 @@ _DEFAULT_OPTIONS = {}
 
 
 def _options(op, options):
-    """OpOptions for `op` and the keywords algorithm, timeout (seconds), name and root; the plain
-    ones are made once, since an op's own cost is a few microseconds."""
+    """OpOptions for `op` and the keywords algorithm, timeout (seconds), name, root and wire
+    ("bf16" or "f16": an f32/f64 sum or avg sends its values in 16 bits and adds them in the
+    tensor's own type); the plain ones are made once, since an op's own cost is a few
+    microseconds."""
     if options:
         return OpOptions(op=op, **options)
     if op not in _DEFAULT_OPTIONS:

@@ -58,7 +58,7 @@ void add_exception_classes(py::module_& module) {
 }
 
 OpOptions op_options(const std::string& op, const std::string& algorithm, double timeout_s,
-                     const std::string& name, int root) {
+                     const std::string& name, int root, const std::string& wire) {
   OpOptions options;
   const auto reduce_op = parse_reduce_op(op);
   if (!reduce_op) throw py::value_error("unknown reduce op '" + op + "'");
@@ -74,6 +74,12 @@ OpOptions op_options(const std::string& op, const std::string& algorithm, double
   }
   options.name = name;
   options.root = root;
+  if (!wire.empty()) {
+    options.wire = parse_data_type(wire);
+    if (options.wire != DataType::bf16 && options.wire != DataType::f16) {
+      throw py::value_error("wire must be 'bf16' or 'f16', not '" + wire + "'");
+    }
+  }
   return options;
 }
 
@@ -338,5 +344,6 @@ PYBIND11_MODULE(_gradsync, module) {
 
   py::class_<OpOptions>(module, "OpOptions")
       .def(py::init(&op_options), py::arg("op") = "sum", py::arg("algorithm") = "",
-           py::arg("timeout") = 0.0, py::arg("name") = "", py::arg("root") = 0);
+           py::arg("timeout") = 0.0, py::arg("name") = "", py::arg("root") = 0,
+           py::arg("wire") = "");
 }
