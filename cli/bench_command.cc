@@ -140,7 +140,9 @@ class Bench {
         make_row(count * size, count,
                  algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used)),
                  median(slowest), p);
-    row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, size}, used);
+    // The model prices the bytes that cross the network.
+    const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
+    row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, wire_size}, used);
     row.iterations = static_cast<int>(slowest.size());
     for (int w : wrong) row.wrong += w;
     return row;

@@ -22,6 +22,16 @@ def test_ddp_over_gradsync_trains_the_digits_like_one_process():
     assert "largest difference" in result.stdout, result.stdout
 
 
+def test_gradients_sent_as_bf16_train_to_the_single_process_accuracy():
+    result = subprocess.run(
+        [os.path.join(BIN, "gradsync"), "local", "--workers", "2", "--", sys.executable, EXAMPLE,
+         "--epochs", "3", "--wire", "bf16"], capture_output=True, text=True, timeout=300)
+    # The example itself fails unless the accuracy is within half a point of one process's.
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "gradients sent as bf16" in result.stdout, result.stdout
+    assert "test accuracy of the single process" in result.stdout, result.stdout
+
+
 def test_ranks_started_with_torchs_environment_meet_at_master_addr(group2):
     with socket.socket() as probe:  # a free port for MASTER_PORT
         probe.bind(("127.0.0.1", 0))
