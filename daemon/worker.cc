@@ -6,6 +6,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -250,6 +251,14 @@ class Worker {
     }
     shape = {*collective, world_size, *collective == Collective::barrier ? 0 : op.count(),
              *collective == Collective::barrier ? 1 : element_size(*dtype), op.root()};
+    // Every byte count of the op (data, output, all-to-all's p blocks) must fit in 64 bits, or a
+    // wrapped product would pass the region's size check.
+    const std::uint64_t most = std::numeric_limits<std::uint64_t>::max() / 2 /
+                               static_cast<std::uint64_t>(world_size) / shape.element_size;
+    if (shape.count > most) {
+      return invalid("a count of " + std::to_string(shape.count) + " " + std::string(name(*dtype)) +
+                     " is more bytes than any region holds");
+    }
     DataType wire = *dtype;
     if (op.wire() != proto::DATA_TYPE_UNSPECIFIED) {
       const auto requested = from_proto(op.wire());

@@ -104,6 +104,14 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
                        get<std::uint32_t>(bytes, 52),       get<std::uint64_t>(bytes, 56),
                        get<std::uint64_t>(bytes, 64)};
   if (wire != 0) header.descriptor.wire = static_cast<DataType>(wire - 1);
+  // An abort carries the error code it fails the op with: never OK (the op would seem to have
+  // succeeded), never one this daemon does not know.
+  if (header.kind == FrameKind::abort &&
+      (header.segment == static_cast<std::uint32_t>(ErrorCode::ok) ||
+       header.segment > static_cast<std::uint32_t>(ErrorCode::internal))) {
+    return bad("an abort with error code " + std::to_string(header.segment) +
+               ", which is not a failure");
+  }
   const std::uint64_t limit = header.kind == FrameKind::abort
                                   ? kMaxAbortReasonBytes
                                   : (header.kind == FrameKind::hello ? 0 : kMaxSegmentBytes);

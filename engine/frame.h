@@ -10,7 +10,7 @@
 //        8     8  generation of the group
 //       16     8  op id (hello: the sender's rank)
 //       24     4  round
-//       28     4  segment index within its message
+//       28     4  segment index within its message (abort: its error code, never 0)
 //       32     8  byte offset of the payload within its message
 //       40     8  payload length
 //       48     1  collective      49  1  dtype      50  1  reduce op      51  1  algorithm

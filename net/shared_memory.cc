@@ -1,5 +1,6 @@
 #include "net/shared_memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -52,7 +53,7 @@ void SharedRegion::unmap() {
 }
 
 Status SharedRegion::create(std::uint64_t bytes, SharedRegion& region) {
-  UniqueFd fd(::memfd_create("gradsync-tensor", MFD_CLOEXEC));
+  UniqueFd fd(::memfd_create("gradsync-tensor", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) {
     return Status(ErrorCode::internal, std::string("memfd_create failed: ") + std::strerror(errno));
   }
@@ -60,10 +61,22 @@ Status SharedRegion::create(std::uint64_t bytes, SharedRegion& region) {
     return Status(ErrorCode::internal, "cannot size shared memory to " + std::to_string(bytes) +
                                            " bytes: " + std::strerror(errno));
   }
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
+    return Status(ErrorCode::internal,
+                  std::string("cannot seal shared memory: ") + std::strerror(errno));
+  }
   return map(std::move(fd), bytes, region);
 }
 
 Status SharedRegion::map(UniqueFd fd, std::uint64_t bytes, SharedRegion& region) {
+  // A region that its owner could still shrink would turn the daemon's next access past the new
+  // end into SIGBUS.
+  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return Status(ErrorCode::invalid_argument,
+                  "the shared-memory region is not sealed against shrinking (a memfd with "
+                  "F_SEAL_SHRINK)");
+  }
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0 || static_cast<std::uint64_t>(info.st_size) < bytes) {
     return Status(ErrorCode::invalid_argument, "the shared-memory region is smaller than the " +

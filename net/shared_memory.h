@@ -16,9 +16,10 @@ class SharedRegion {
   SharedRegion& operator=(SharedRegion&& other) noexcept;
   ~SharedRegion();
 
-  // A new region of `bytes` bytes.
+  // A new region of `bytes` bytes, sealed against shrinking.
   static Status create(std::uint64_t bytes, SharedRegion& region);
-  // Maps a region received from another process; its real size must be at least `bytes`.
+  // Maps a region received from another process; it must be sealed against shrinking, and its
+  // real size must be at least `bytes`.
   static Status map(UniqueFd fd, std::uint64_t bytes, SharedRegion& region);
 
   std::byte* data() const { return data_; }

@@ -1,13 +1,17 @@
 // A worker's unix socket fed something wrong: a malformed message drops only that client, and an
-// op the daemon cannot start (it names a shared-memory region it never received) fails with a
-// clear error on that rank and, through the abort it announces, on the other ranks at once.
+// op the daemon cannot start (it names a shared-memory region it never received or refused, or a
+// count too large for any region) fails with a clear error on that rank and, through the abort it
+// announces, on the other ranks at once.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include "gradsync.pb.h"
 #include "net/message_stream.h"
+#include "net/shared_memory.h"
 #include "net/socket.h"
 #include "proto/convert.h"
 #include "support/cluster.h"
@@ -103,6 +107,120 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
     EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, 2, 1000));
   });
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("dropped a client"), std::string::npos);
+}
+
+// A raw client of a daemon, past its hello.
+struct RawClient {
+  explicit RawClient(const std::string& socket) : fd(raw_connection(socket)), reader(fd.get()) {
+    round_trip();
+  }
+  static net::Deadline deadline() { return net::Deadline::after(std::chrono::seconds(10)); }
+
+  // A hello and its answer: the daemon has handled everything sent before.
+  void round_trip() {
+    proto::ClientToDaemon hello;
+    hello.mutable_hello();
+    EXPECT_TRUE(net::send_message(fd.get(), hello, deadline()).ok());
+    proto::DaemonToClient reply;
+    EXPECT_TRUE(reader.receive(reply, deadline()).ok());
+  }
+
+  void attach(std::uint64_t id, int region, std::uint64_t bytes) {
+    proto::ClientToDaemon message;
+    message.mutable_attach()->set_region_id(id);
+    message.mutable_attach()->set_bytes(bytes);
+    EXPECT_TRUE(net::send_message(fd.get(), message, deadline(), region).ok());
+    round_trip();
+  }
+
+  // An f32 all-reduce of `count` on region `id`; its status.
+  Status allreduce(std::uint64_t id, std::uint64_t count) {
+    proto::ClientToDaemon message;
+    proto::SubmitOp& op = *message.mutable_submit();
+    op.set_request_id(++requests);
+    op.set_region_id(id);
+    op.set_collective(to_proto(Collective::allreduce));
+    op.set_dtype(to_proto(DataType::f32));
+    op.set_op(to_proto(ReduceOp::sum));
+    op.set_count(count);
+    op.set_timeout_ms(30'000);
+    EXPECT_TRUE(net::send_message(fd.get(), message, deadline()).ok());
+    proto::DaemonToClient reply;
+    if (Status received = reader.receive(reply, deadline()); !received.ok()) return received;
+    return from_proto(reply.result().status());
+  }
+
+  net::UniqueFd fd;
+  net::MessageReader reader;
+  std::uint64_t requests = 0;
+};
+
+void expect_both_ranks_still_serve(testing::TestCluster& cluster) {
+  for (int rank = 0; rank < 2; ++rank) {
+    cluster.clients[rank] = Client::connect(cluster.cluster->sockets()[rank]);
+  }
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    auto data = testing::contribution(DataType::f32, ReduceOp::sum, rank, 1000);
+    client.allreduce(data.data(), 1000, DataType::f32);
+    EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, 2, 1000));
+  });
+}
+
+// A region its client shrinks after the daemon has mapped it: refused when it comes, since the
+// daemon's next access past the new end would die of SIGBUS.
+TEST(ClusterClientInput, ARegionThatCanShrinkIsRefused) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  RawClient client(cluster.cluster->sockets()[0]);
+  net::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
+  ASSERT_EQ(::ftruncate(unsealed.get(), 1 << 20), 0);
+  client.attach(7, unsealed.get(), 1 << 20);
+  ASSERT_EQ(::ftruncate(unsealed.get(), 0), 0);  // shrunk behind the daemon's back
+  std::string peer_error;
+  std::thread peer([&] {
+    std::vector<float> data(1 << 18, 1.0f);
+    try {
+      cluster.clients[1].allreduce(data.data(), data.size(), DataType::f32);
+    } catch (const ClientError& error) {
+      peer_error = error.what();
+    }
+  });
+  const Status status = client.allreduce(7, 1 << 18);
+  peer.join();
+  EXPECT_EQ(status.code(), ErrorCode::invalid_argument) << status.to_string();
+  EXPECT_NE(status.message().find("region 7"), std::string::npos) << status.message();
+  EXPECT_NE(peer_error.find("rank 0:"), std::string::npos) << peer_error;
+  EXPECT_NE(cluster.cluster->log_of_worker(0).find("not sealed against shrinking"),
+            std::string::npos);
+  // A region made by the client library is sealed.
+  net::SharedRegion sealed;
+  ASSERT_TRUE(net::SharedRegion::create(4096, sealed).ok());
+  EXPECT_NE(::ftruncate(sealed.fd(), 0), 0);
+  client.fd.reset();
+  expect_both_ranks_still_serve(cluster);
+}
+
+// 2^62 + 16 floats are 2^64 + 64 bytes: 64 once wrapped around, which a region of 64 bytes would
+// hold, and the op would run past its end on every rank.
+TEST(ClusterClientInput, ACountWhoseBytesOverflowIsRefused) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  std::vector<Status> statuses(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      RawClient client(cluster.cluster->sockets()[rank]);
+      net::SharedRegion region;
+      ASSERT_TRUE(net::SharedRegion::create(64, region).ok());
+      client.attach(1, region.fd(), 64);
+      statuses[rank] = client.allreduce(1, (std::uint64_t{1} << 62) + 16);
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  for (const Status& status : statuses) {
+    EXPECT_EQ(status.code(), ErrorCode::invalid_argument) << status.to_string();
+    EXPECT_NE(status.message().find("more bytes than any region holds"), std::string::npos)
+        << status.message();
+  }
+  expect_both_ranks_still_serve(cluster);
 }
 
 }  // namespace

@@ -309,6 +309,36 @@ TEST(Executor, ALostPeerFailsTheOpNamingIt) {
   }
 }
 
+// A peer that sends an abort whose error code is OK, or no code at all: the op fails with a
+// protocol error naming the code; it neither succeeds nor brings the daemon down.
+TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
+  for (const std::uint32_t code : {0u, 9u, 255u}) {
+    auto meshes = connected_meshes(2);
+    const OpShape shape{Collective::allreduce, 2, 10, 4};
+    FrameHeader abort;
+    abort.kind = FrameKind::abort;
+    abort.generation = 1;
+    abort.op_id = 1;
+    abort.segment = code;
+    abort.length = 4;
+    const EncodedHeader header = encode(abort);
+    ASSERT_TRUE(net::write_all(meshes[1].peer(0).socket.get(), header,
+                               net::Deadline::after(std::chrono::seconds(1)))
+                    .ok());
+    ASSERT_TRUE(net::write_all(meshes[1].peer(0).socket.get(), std::as_bytes(std::span("evil", 4)),
+                               net::Deadline::after(std::chrono::seconds(1)))
+                    .ok());
+    Bytes data(40);
+    const Status status =
+        execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr}, meshes[0],
+                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
+    EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
+    EXPECT_NE(status.message().find("an abort with error code " + std::to_string(code)),
+              std::string::npos)
+        << status.message();
+  }
+}
+
 TEST(Executor, ASilentPeerHitsTheDeadline) {
   auto meshes = connected_meshes(2);
   const OpShape shape{Collective::allreduce, 2, 10, 4};
