@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <algorithm>
@@ -184,8 +185,10 @@ Status listen_unix(const std::string& path, UniqueFd& listener) {
   if (Status status = make_unix_address(path, address); !status.ok()) return status;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   ::unlink(path.c_str());  // a stale socket file from a daemon that died
+  // Owner only, before anyone can connect (a bound socket refuses connections until listen):
+  // another user's process must not hand this daemon tensors or read its results.
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::listen(fd.get(), 64) != 0) {
+      ::chmod(path.c_str(), 0600) != 0 || ::listen(fd.get(), 64) != 0) {
     return system_error("cannot listen on unix socket " + path);
   }
   listener = std::move(fd);

@@ -4,6 +4,8 @@
 // announces, on the other ranks at once.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -155,14 +157,15 @@ struct RawClient {
   std::uint64_t requests = 0;
 };
 
-void expect_both_ranks_still_serve(testing::TestCluster& cluster) {
-  for (int rank = 0; rank < 2; ++rank) {
+void expect_every_rank_still_serves(testing::TestCluster& cluster) {
+  const int p = static_cast<int>(cluster.clients.size());
+  for (int rank = 0; rank < p; ++rank) {
     cluster.clients[rank] = Client::connect(cluster.cluster->sockets()[rank]);
   }
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     auto data = testing::contribution(DataType::f32, ReduceOp::sum, rank, 1000);
     client.allreduce(data.data(), 1000, DataType::f32);
-    EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, 2, 1000));
+    EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, p, 1000));
   });
 }
 
@@ -196,7 +199,7 @@ TEST(ClusterClientInput, ARegionThatCanShrinkIsRefused) {
   ASSERT_TRUE(net::SharedRegion::create(4096, sealed).ok());
   EXPECT_NE(::ftruncate(sealed.fd(), 0), 0);
   client.fd.reset();
-  expect_both_ranks_still_serve(cluster);
+  expect_every_rank_still_serves(cluster);
 }
 
 // 2^62 + 16 floats are 2^64 + 64 bytes: 64 once wrapped around, which a region of 64 bytes would
@@ -220,7 +223,33 @@ TEST(ClusterClientInput, ACountWhoseBytesOverflowIsRefused) {
     EXPECT_NE(status.message().find("more bytes than any region holds"), std::string::npos)
         << status.message();
   }
-  expect_both_ranks_still_serve(cluster);
+  expect_every_rank_still_serves(cluster);
+}
+
+// The client socket is its owner's alone: mode 0600, and a process of another user cannot
+// connect (root, which passes any file mode, plays that user in a child).
+TEST(ClusterClientInput, AnotherUsersProcessCannotConnect) {
+  testing::TestCluster cluster = testing::start_cluster(1);
+  const std::string socket = cluster.cluster->sockets()[0];
+  struct stat info {};
+  ASSERT_EQ(::stat(socket.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  if (::geteuid() != 0) GTEST_SKIP() << "playing another user needs root";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    net::UniqueFd fd;
+    const Status status =
+        net::connect_unix(socket, net::Deadline::after(std::chrono::seconds(2)), fd);
+    ::_exit(!status.ok() && status.message().find("Permission denied") != std::string::npos ? 0
+                                                                                            : 1);
+  }
+  int exit_status = 0;
+  ASSERT_EQ(::waitpid(child, &exit_status, 0), child);
+  EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0)
+      << "a process of uid 65534 could connect (or could not become that user)";
+  expect_every_rank_still_serves(cluster);
 }
 
 }  // namespace
