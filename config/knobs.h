@@ -49,6 +49,14 @@ inline constexpr Knob<int> kConnectTimeoutMs{"--connect-timeout-ms",
                                              3'600'000,
                                              "How long to wait for the daemons to serve clients",
                                              kClient};
+inline constexpr Knob<int> kStallTimeoutMs{
+    "--stall-timeout-ms",
+    "GRADSYNC_STALL_TIMEOUT_MS",
+    5000,
+    10,
+    600'000,
+    "A peer that stops sending in the middle of a frame is lost after this long",
+    kWorker};
 inline constexpr Knob<int> kJoinTimeoutMs{"--join-timeout-ms",
                                           "GRADSYNC_JOIN_TIMEOUT_MS",
                                           60'000,

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   std::size_t segment_bytes = 0;
   int join_timeout_ms = 0;
   int spin_us = 0;
+  int stall_timeout_ms = 0;
   std::string cpus;
   CLI::App* worker = app.add_subcommand("worker", "Run collectives for local clients");
   worker->add_option("--coordinator", coordinator_address, "The coordinator's HOST:PORT")
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_knob(*worker, knobs::kSegmentBytes, segment_bytes);
   add_knob(*worker, knobs::kSpinUs, spin_us);
+  add_knob(*worker, knobs::kStallTimeoutMs, stall_timeout_ms);
   worker
       ->add_option("--cpus", cpus,
                    "Run only on these CPUs, as taskset lists them (e.g. 0 or 0-3,6; default: "
@@ -147,6 +149,7 @@ int main(int argc, char** argv) {
     config.segment_bytes = segment_bytes;
     config.join_timeout = std::chrono::milliseconds(join_timeout_ms);
     config.spin = std::chrono::microseconds(spin_us);
+    config.stall_timeout = std::chrono::milliseconds(stall_timeout_ms);
     // Before any thread starts, so that every thread of the worker inherits the binding.
     if (!cpus.empty()) bind_to_cpus("--cpus", cpus);
     spdlog::set_pattern("[%H:%M:%S.%e] [worker " + socket_path + "] [%l] %v");

@@ -13,6 +13,7 @@ Status run_timed_op(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
   options.deadline = net::Deadline::after(settings.timeout);
   options.abort = &abort;
   options.spin = settings.spin;
+  options.stall_timeout = settings.stall_timeout;
   options.descriptor = descriptor;
   const auto start = net::Clock::now();
   const Status status = engine::execute(schedule, {data, nullptr}, mesh, options);

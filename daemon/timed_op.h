@@ -18,6 +18,7 @@ namespace gradsync::daemon {
 struct OwnOpSettings {
   std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
   std::chrono::microseconds spin{knobs::kSpinUs.default_value};
+  std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};
   std::chrono::milliseconds timeout{10'000};
 };
 

@@ -166,6 +166,7 @@ class Worker {
     OwnOpSettings own_ops;
     own_ops.segment_bytes = config_.segment_bytes;
     own_ops.spin = config_.spin;
+    own_ops.stall_timeout = config_.stall_timeout;
     if (assignment.probe_links()) {
       proto::WorkerToCoordinator report;
       ProbeSettings settings;
@@ -315,6 +316,7 @@ class Worker {
     options.op_id = mesh.next_op_id();
     options.segment_bytes = config_.segment_bytes;
     options.spin = config_.spin;
+    options.stall_timeout = config_.stall_timeout;
     options.abort = &abort_;
     OpShape shape;
     Status status = prepare(pending, mesh.world_size(), options, shape);

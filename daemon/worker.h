@@ -22,6 +22,7 @@ struct WorkerConfig {
   std::optional<Algorithm> algorithm;  // forced for every op that asks for auto
   std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
   std::chrono::microseconds spin{knobs::kSpinUs.default_value};
+  std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};
   std::chrono::milliseconds join_timeout{knobs::kJoinTimeoutMs.default_value};
   std::chrono::milliseconds heartbeat_interval{500};
 };

@@ -125,7 +125,8 @@ class OpRun {
         wire_(options.descriptor.wire),
         workspace_(mesh.workspace()),
         outgoing_(mesh.world_size()),
-        incoming_(mesh.world_size()) {}
+        incoming_(mesh.world_size()),
+        stalled_since_(mesh.world_size()) {}
 
   Status run() {
     const std::size_t scratch_bytes = schedule_.size_of(BufferId::scratch);
@@ -367,11 +368,16 @@ class OpRun {
         poll_ranks.push_back(peer);
       }
       if (options_.abort != nullptr) polls.push_back({options_.abort->fd(), POLLIN, 0});
-      const int ready = wait_for_events(polls);
+      const net::Deadline stall = earliest_stall();
+      const int ready = wait_for_events(
+          polls, stall.when() < options_.deadline.when() ? stall : options_.deadline);
       if (ready < 0 && errno != EINTR) {
         return Status(ErrorCode::internal, std::string("poll failed: ") + std::strerror(errno));
       }
       if (options_.abort != nullptr && options_.abort->raised()) return options_.abort->reason();
+      if (ready == 0) {
+        if (Status status = lose_stalled_peers(); !status.ok()) return status;
+      }
       if (ready == 0 && options_.deadline.expired()) {
         return Status(ErrorCode::deadline_exceeded, describe_op() + " timed out in round " +
                                                         std::to_string(round_) + " of " +
@@ -398,13 +404,50 @@ class OpRun {
 
   // Spins on a non-blocking poll for up to spin_us before blocking: waking a blocked thread costs
   // tens of microseconds on small machines, more than a whole small message takes.
-  int wait_for_events(std::vector<pollfd>& polls) {
+  int wait_for_events(std::vector<pollfd>& polls, net::Deadline until) {
     const auto spin_until = net::Clock::now() + options_.spin;
     while (net::Clock::now() < spin_until) {
       const int ready = ::poll(polls.data(), polls.size(), 0);
       if (ready != 0) return ready;
     }
-    return ::poll(polls.data(), polls.size(), options_.deadline.poll_timeout_ms());
+    return ::poll(polls.data(), polls.size(), until.poll_timeout_ms());
+  }
+
+  // Whether this rank is reading a frame from `peer` that has begun and not ended: the rest of
+  // it is due now, not when the peer gets to it.
+  bool mid_frame(int peer) const {
+    const PeerStream& stream = mesh_.peer(peer);
+    if (stream.lost() || deferred(peer)) return false;
+    return stream.header ? stream.payload_done < stream.header->length : stream.header_have > 0;
+  }
+
+  // When the first peer that stopped in the middle of a frame will have stalled for too long;
+  // never, while none has. A peer's stall counts from its last byte or from when its frame
+  // became due, whichever is later.
+  net::Deadline earliest_stall() {
+    auto earliest = net::Clock::time_point::max();
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      if (peer == mesh_.rank() || !mid_frame(peer)) {
+        stalled_since_[peer].reset();
+        continue;
+      }
+      if (!stalled_since_[peer]) stalled_since_[peer] = net::Clock::now();
+      earliest = std::min(earliest, *stalled_since_[peer] + options_.stall_timeout);
+    }
+    return net::Deadline(earliest);
+  }
+
+  Status lose_stalled_peers() {
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      if (!stalled_since_[peer] || !mid_frame(peer) ||
+          net::Clock::now() - *stalled_since_[peer] < options_.stall_timeout) {
+        continue;
+      }
+      return protocol_violation(peer, "stopped sending in the middle of a frame for " +
+                                          std::to_string(options_.stall_timeout.count()) +
+                                          " ms (--stall-timeout-ms)");
+    }
+    return {};
   }
 
   Status lose(int peer, const std::string& reason) {
@@ -529,6 +572,7 @@ class OpRun {
         }
         if (got == 0) return {};
         stream.header_have += got;
+        stalled_since_[peer].reset();
         if (stream.header_have < kFrameHeaderBytes) continue;
         FrameHeader header;
         if (Status status = decode(stream.header_bytes, header); !status.ok()) {
@@ -626,6 +670,7 @@ class OpRun {
       if (Status status = receive_some(peer, destination, room, got); !status.ok()) return status;
       if (got == 0) return {};
       stream.payload_done += got;
+      stalled_since_[peer].reset();
     }
     const FrameHeader done = header;
     stream.drop_header();
@@ -715,6 +760,8 @@ class OpRun {
   OpWorkspace& workspace_;
   std::vector<std::deque<OutSegment>> outgoing_;
   std::vector<std::deque<InSegment>> incoming_;
+  // Since when each peer has sent nothing of a frame this rank is in the middle of reading.
+  std::vector<std::optional<net::Clock::time_point>> stalled_since_;
   std::vector<std::byte> trash_;
   std::vector<std::byte> abort_text_;
 };

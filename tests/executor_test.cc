@@ -339,6 +339,36 @@ TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
   }
 }
 
+// A peer that stops in the middle of a frame (here after 30 bytes of its header) is lost after
+// the stall timeout, long before the op's deadline; one that sends nothing at all is only late
+// (ASilentPeerHitsTheDeadline).
+TEST(Executor, APeerThatStopsMidFrameIsLostAfterTheStallTimeout) {
+  auto meshes = connected_meshes(2);
+  const OpShape shape{Collective::allreduce, 2, 1000, 4};
+  FrameHeader frame;
+  frame.generation = 1;
+  frame.op_id = 1;
+  frame.length = 2000;
+  const EncodedHeader header = encode(frame);
+  ASSERT_TRUE(net::write_all(meshes[1].peer(0).socket.get(), std::span(header).first(30),
+                             net::Deadline::after(std::chrono::seconds(1)))
+                  .ok());
+  Bytes data(4000);
+  ExecuteOptions options =
+      options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 1 << 20);
+  options.stall_timeout = std::chrono::milliseconds(300);
+  const auto start = std::chrono::steady_clock::now();
+  const Status status = execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr},
+                                meshes[0], options);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
+  EXPECT_NE(status.message().find("stopped sending in the middle of a frame for 300 ms"),
+            std::string::npos)
+      << status.message();
+  EXPECT_GE(took, std::chrono::milliseconds(300));
+  EXPECT_LT(took, std::chrono::seconds(5));  // the deadline is 20 s away
+}
+
 TEST(Executor, ASilentPeerHitsTheDeadline) {
   auto meshes = connected_meshes(2);
   const OpShape shape{Collective::allreduce, 2, 10, 4};
