@@ -5,6 +5,11 @@ backend, one process per rank, each on its slice of every global batch.
 
     build/bin/gradsync local --workers 4 -- /usr/bin/python3 examples/train_digits.py
 
+One process per host, beside that host's daemon (as deploy/lan.sh runs a command on every
+emulated host), each takes its daemon's rank and meets the others through a file they all see:
+
+    deploy/lan.sh run --hosts 4 -- /usr/bin/python3 examples/train_digits.py --store /tmp/digits
+
 Under a launcher that sets torch's conventions (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 MASTER_PORT; torchrun does, though Debian 12's torch 1.13 torchrun fails on Python 3.11 before
 it starts anything), each process is the rank it is told and meets the others at MASTER_ADDR.
@@ -142,6 +147,8 @@ def main():
     parser.add_argument("--lr", type=float, default=0.5)
     parser.add_argument("--rank", type=int, help="run as this rank (the launcher sets it)")
     parser.add_argument("--init-file", help=argparse.SUPPRESS)
+    parser.add_argument("--store", help="one process per host: a file path every host sees, not "
+                                        "yet there, where the ranks meet")
     parser.add_argument("--wire", choices=sorted(WIRE_HOOKS),
                         help="send the gradients in 16 bits (gradsync's DDP hook)")
     args = parser.parse_args()
@@ -150,6 +157,12 @@ def main():
         raise SystemExit("run under `gradsync local --workers N`, which sets GRADSYNC_SOCKETS")
     if GLOBAL_BATCH % len(sockets) != 0:
         raise SystemExit(f"{len(sockets)} ranks do not divide the global batch of {GLOBAL_BATCH}")
+    if args.store is not None:  # this host's daemon says which rank this process is
+        client = gradsync.Client()
+        rank, size = client.rank, client.world_size
+        del client  # the backend opens its own connection: one submitting client per rank
+        rank_main(rank, size, "file://" + args.store, args.epochs, args.lr, args.wire)
+        return
     if args.rank is not None:
         rank_main(args.rank, len(sockets), "file://" + args.init_file, args.epochs, args.lr,
                   args.wire)

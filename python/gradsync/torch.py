@@ -13,12 +13,12 @@ product), broadcast, all_gather, reduce_scatter, all_to_all_single with equal sp
 and what DDP calls of them.
 """
 import atexit
+import collections
 import queue
 import threading
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 import gradsync
 
@@ -48,6 +48,10 @@ class _Completer:
     def __init__(self, client):
         self._client = client
         self._pending = queue.SimpleQueue()
+        # A Work that C++ (DDP's reducer) holds has lost its Python half once Python holds no
+        # reference to it, and its wait() would then block forever in torch's base class: the
+        # last works are kept, far more than the buckets that DDP waits for in one step.
+        self._recent = collections.deque(maxlen=4096)
         self._thread = threading.Thread(target=self._run, name="gradsync-completer", daemon=True)
         self._thread.start()
         atexit.register(self.close)
@@ -61,7 +65,9 @@ class _Completer:
     def submit(self, work, result, finish=None):
         future = torch.futures.Future()
         self._pending.put((work, future, result, finish))
-        return _create_work_from_future(future)
+        handle = _Work(future)
+        self._recent.append(handle)
+        return handle
 
     def _run(self):
         # This thread sleeps and wakes on every op: beside the daemon, not the training thread,
@@ -79,6 +85,26 @@ class _Completer:
                 future.set_result(result)
             except Exception as error:  # noqa: B902 (handed to whoever waits on the future)
                 future.set_exception(error)
+
+
+class _Work(dist._Work):
+    """A torch Work over a torch future whose wait() raises the op's error. (Torch 1.13's
+    _create_work_from_future makes one whose wait() returns quietly on a failed future: a failed
+    all_reduce, and DDP's gradient sync, would carry on with whatever the tensor held.)"""
+
+    def __init__(self, future):
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout=None):
+        self._future.wait()  # raises the op's exception
+        return True
+
+    def is_completed(self):
+        return self._future.done()
+
+    def get_future(self):
+        return self._future
 
 
 class ProcessGroupGradsync(dist.ProcessGroup):

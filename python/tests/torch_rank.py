@@ -10,6 +10,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+import gradsync
 import gradsync.torch  # noqa: F401 (registers the backend)
 
 
@@ -45,6 +46,15 @@ def collectives(rank, size):
                           for r in range(size)])
     check(torch.equal(received, expected), f"all_to_all_single: {received}")
     dist.barrier()
+    # A failed op raises from wait(), as gloo's do, instead of leaving the tensor as it was.
+    for async_op in (False, True):
+        try:
+            work = dist.all_reduce(torch.ones(rank + 1), async_op=async_op)
+            if async_op:
+                work.wait()
+        except gradsync.Mismatch:
+            continue
+        raise AssertionError(f"an all_reduce of different sizes did not raise (async {async_op})")
 
 
 def train(process_group, rank, steps=5, hook_state=None, hook=gradsync.torch.allreduce_avg_hook):
