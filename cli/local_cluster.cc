@@ -10,6 +10,7 @@
 
 #include "client/gradsync_client.h"
 #include "net/cpu_affinity.h"
+#include "net/group_secret.h"
 
 namespace gradsync::cli {
 
@@ -49,10 +50,15 @@ Status LocalCluster::start(const LocalClusterOptions& options,
     return options.verbose ? std::string() : result->directory_ + "/" + name + ".log";
   };
   const std::string ready = result->directory_ + "/coordinator.address";
-  std::vector<std::string> coordinator_argv = {daemon,         "coordinator",
-                                               "--listen",     "127.0.0.1:0",
-                                               "--world-size", std::to_string(options.workers),
-                                               "--ready-file", ready};
+  // A group of its own: other groups on this machine, whatever ports they reuse, cannot mix
+  // with it.
+  const std::string secret = result->directory_ + "/group.secret";
+  if (Status status = net::GroupSecret::create_file(secret); !status.ok()) return status;
+  std::vector<std::string> coordinator_argv = {daemon,          "coordinator",
+                                               "--listen",      "127.0.0.1:0",
+                                               "--world-size",  std::to_string(options.workers),
+                                               "--ready-file",  ready,
+                                               "--secret-file", secret};
   coordinator_argv.insert(coordinator_argv.end(), options.coordinator_flags.begin(),
                           options.coordinator_flags.end());
   result->coordinator_ = ChildProcess::start(coordinator_argv, log("coordinator"));
@@ -73,8 +79,9 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   for (int rank = 0; rank < options.workers; ++rank) {
     const std::string socket = result->directory_ + "/rank" + std::to_string(rank) + ".sock";
     std::vector<std::string> argv = {
-        daemon,        "worker",   "--coordinator", address,  "--listen",
-        "127.0.0.1:0", "--socket", socket,          "--rank", std::to_string(rank)};
+        daemon,          "worker",   "--coordinator", address,  "--listen",
+        "127.0.0.1:0",   "--socket", socket,          "--rank", std::to_string(rank),
+        "--secret-file", secret};
     if (!options.algorithm.empty()) argv.insert(argv.end(), {"--algorithm", options.algorithm});
     argv.insert(argv.end(), {"--spin-us", std::to_string(spin_us)});
     if (options.segment_bytes > 0) {

@@ -24,6 +24,11 @@ CLI::Option* add_knob(CLI::App& command, const knobs::Knob<T>& knob, T& value) {
       ->capture_default_str();
 }
 
+inline CLI::Option* add_knob(CLI::App& command, const knobs::PathKnob& knob, std::string& value) {
+  return command.add_option(std::string(knob.flag), value, std::string(knob.help))
+      ->envname(std::string(knob.env));
+}
+
 // The names of `values` but `except`, as a flag's choices.
 template <typename Enum, std::size_t N>
 std::vector<std::string> names_of(const Enum (&values)[N],

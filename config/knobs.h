@@ -81,4 +81,18 @@ inline constexpr Knob<int> kCalibrationMs{
     "0: the table comes from the model alone",
     kCoordinator};
 
+// A knob whose value is a path; empty: not given.
+struct PathKnob {
+  std::string_view flag;
+  std::string_view env;
+  std::string_view help;
+  unsigned readers;
+};
+
+inline constexpr PathKnob kSecretFile{
+    "--secret-file", "GRADSYNC_SECRET_FILE",
+    "The group's secret (at least 16 bytes): every coordinator and worker of a group reads the "
+    "same, and only they may join or connect",
+    kCoordinator | kWorker | kLauncher};
+
 }  // namespace gradsync::knobs

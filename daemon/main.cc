@@ -12,6 +12,7 @@
 #include "daemon/coordinator.h"
 #include "daemon/worker.h"
 #include "net/cpu_affinity.h"
+#include "net/group_secret.h"
 
 namespace {
 
@@ -34,6 +35,38 @@ void bind_to_cpus(const std::string& flag, const std::string& text) {
   if (!status.ok()) throw CLI::ValidationError(flag, status.message());
 }
 
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// The group secret of a daemon that listens on `listen`. Without one, it may listen only on
+// loopback, unless the user says --insecure: anyone who reaches the port could join the group.
+gradsync::net::GroupSecret group_secret(const std::string& path,
+                                        const gradsync::net::HostPort& listen, bool insecure) {
+  gradsync::net::GroupSecret secret;
+  if (!path.empty()) {
+    std::string warning;
+    if (Status status = gradsync::net::GroupSecret::load(path, secret, warning); !status.ok()) {
+      throw CLI::ValidationError(std::string(knobs::kSecretFile.flag), status.message());
+    }
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  } else if (!is_loopback(listen.host)) {
+    if (!insecure) {
+      throw CLI::ValidationError(
+          "--listen", listen.host +
+                          " is not a loopback address and there is no group secret: make one "
+                          "(head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE) and give "
+                          "every coordinator and worker of the group --secret-file FILE, or pass "
+                          "--insecure to let anyone who reaches the port in");
+    }
+    spdlog::warn(
+        "--insecure: listening on {} without a group secret; anyone who reaches the "
+        "port may join the group and read its tensors",
+        listen.host);
+  }
+  return secret;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,6 +84,8 @@ int main(int argc, char** argv) {
   double beta_us_per_byte = 0;
   int heartbeat_timeout_ms = 0;
   int calibration_ms = 0;
+  std::string secret_file;
+  bool insecure = false;
   CLI::App* coordinator = app.add_subcommand("coordinator", "Admit workers and assign ranks");
   coordinator->add_option("--listen", listen, "HOST:PORT to listen on (port 0: any)")
       ->envname("GRADSYNC_LISTEN")
@@ -77,6 +112,11 @@ int main(int argc, char** argv) {
       ->needs(alpha_option);
   alpha_option->needs("--beta-us-per-byte");
   add_knob(*coordinator, knobs::kHeartbeatTimeoutMs, heartbeat_timeout_ms);
+  add_knob(*coordinator, knobs::kSecretFile, secret_file);
+  const std::string insecure_help =
+      "Listen on a non-loopback address without a group secret (anyone who reaches the port may "
+      "join)";
+  coordinator->add_flag("--insecure", insecure, insecure_help)->envname("GRADSYNC_INSECURE");
   add_knob(*coordinator, knobs::kCalibrationMs, calibration_ms);
 
   std::string coordinator_address;
@@ -115,6 +155,8 @@ int main(int argc, char** argv) {
   add_knob(*worker, knobs::kSegmentBytes, segment_bytes);
   add_knob(*worker, knobs::kSpinUs, spin_us);
   add_knob(*worker, knobs::kStallTimeoutMs, stall_timeout_ms);
+  add_knob(*worker, knobs::kSecretFile, secret_file);
+  worker->add_flag("--insecure", insecure, insecure_help)->envname("GRADSYNC_INSECURE");
   worker
       ->add_option("--cpus", cpus,
                    "Run only on these CPUs, as taskset lists them (e.g. 0 or 0-3,6; default: "
@@ -136,6 +178,7 @@ int main(int argc, char** argv) {
       }
       spdlog::set_pattern("[%H:%M:%S.%e] [coordinator] [%l] %v");
       spdlog::info("{}", gradsync::config::describe_options(*coordinator));
+      config.membership.secret = group_secret(secret_file, config.listen, insecure);
       if (dry_run) return 0;
       return gradsync::daemon::run_coordinator(config);
     }
@@ -155,6 +198,7 @@ int main(int argc, char** argv) {
     spdlog::set_pattern("[%H:%M:%S.%e] [worker " + socket_path + "] [%l] %v");
     spdlog::info("{} (running on CPUs {})", gradsync::config::describe_options(*worker),
                  gradsync::net::format_cpu_list(gradsync::net::allowed_cpus()));
+    config.secret = group_secret(secret_file, config.listen, insecure);
     if (dry_run) return 0;
     return gradsync::daemon::run_worker(config);
   } catch (const CLI::ParseError& error) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "daemon/join_proofs.h"
 #include "daemon/plan_builder.h"
 #include "net/socket.h"
 #include "proto/convert.h"
@@ -38,7 +39,11 @@ int Membership::members() const {
 }
 
 void Membership::connected(ConnectionId connection, const std::string& from, TimePoint now) {
-  connections_[connection] = Connection{from, now + config_.join_timeout, std::nullopt, -1};
+  connections_[connection] =
+      Connection{from, now + config_.join_timeout, std::nullopt, -1, net::make_nonce()};
+  proto::CoordinatorToWorker message;
+  message.mutable_challenge()->set_nonce(connections_[connection].challenge);
+  send(connection, message);
 }
 
 void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& message,
@@ -50,6 +55,10 @@ void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& mes
     if (Status status = admit(id, connection, message); !status.ok()) {
       spdlog::warn("coordinator: rejected a connection from {}: {}", connection.from,
                    status.message());
+      // The worker learns why at once, instead of seeing its connection close.
+      proto::CoordinatorToWorker refusal;
+      to_proto(status, *refusal.mutable_abort()->mutable_reason());
+      send(id, refusal);
       close(id, status.message());
       return;
     }
@@ -90,6 +99,13 @@ std::vector<Action> Membership::take_actions() { return std::exchange(actions_, 
 Status Membership::admit(ConnectionId id, Connection& connection,
                          const proto::WorkerToCoordinator& first) {
   if (!first.has_join()) return protocol_error("the first message is not a join request");
+  if (!config_.secret.empty() &&
+      !net::same_proof(first.join().challenge_response(),
+                       join_proof(config_.secret, connection.challenge, first.join()))) {
+    return Status(ErrorCode::unauthenticated,
+                  "the join request does not prove the group secret (a worker without "
+                  "--secret-file, or with another secret)");
+  }
   net::HostPort address;
   if (Status status = net::parse_host_port(first.join().data_address(), address); !status.ok()) {
     return invalid("bad data address: " + status.message());
@@ -204,6 +220,11 @@ void Membership::form_group() {
   }
   for (int rank = 0; rank < config_.world_size; ++rank) {
     assignment.set_rank(rank);
+    const Connection& member = connections_.at(by_rank_[rank]);
+    if (!config_.secret.empty()) {
+      assignment.set_proof(
+          assignment_proof(config_.secret, member.challenge, member.join->nonce(), assignment));
+    }
     send(by_rank_[rank], message);
   }
   probe_reports_.resize(config_.world_size);

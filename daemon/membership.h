@@ -17,6 +17,7 @@
 #include "collective/status.h"
 #include "config/knobs.h"
 #include "gradsync.pb.h"
+#include "net/group_secret.h"
 
 namespace gradsync::daemon {
 
@@ -34,6 +35,9 @@ struct MembershipConfig {
   std::chrono::milliseconds calibration_budget{knobs::kCalibrationMs.default_value};
   // A connection that has not asked to join by then is closed: an idle stranger holds nothing.
   std::chrono::milliseconds join_timeout{10'000};
+  // Given: a worker joins only with a proof that it knows it, and every assignment carries the
+  // coordinator's proof. Empty: anyone may join.
+  net::GroupSecret secret;
 };
 
 struct Action {
@@ -79,7 +83,8 @@ class Membership {
     std::string from;
     TimePoint deadline;  // join, then heartbeat
     std::optional<proto::JoinRequest> join;
-    int rank = -1;  // once the group has formed
+    int rank = -1;          // once the group has formed
+    std::string challenge;  // the nonce this connection's join must prove the secret over
   };
 
   Status admit(ConnectionId id, Connection& connection, const proto::WorkerToCoordinator& first);

@@ -18,6 +18,7 @@
 #include "daemon/client_server.h"
 #include "daemon/control_channel.h"
 #include "daemon/data_mesh.h"
+#include "daemon/join_proofs.h"
 #include "daemon/link_prober.h"
 #include "engine/abort_signal.h"
 #include "engine/executor.h"
@@ -75,6 +76,7 @@ class Worker {
     proto::CoordinatorToWorker message;
     Status status = channel.next(config_.join_timeout, "the group to form", message);
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
+    if (status.ok()) status = check_coordinator(message.assignment());
     if (!status.ok()) return fail("worker: " + status.message());
     const proto::Assignment assignment = message.assignment();
     const MeshPlan plan = plan_from(assignment);
@@ -213,6 +215,15 @@ class Worker {
       return Status(status.code(), "cannot reach the coordinator at " +
                                        config_.coordinator.to_string() + ": " + status.message());
     }
+    // The coordinator speaks first: the challenge this worker's join proves the secret over.
+    // Nothing else comes before the join, so this reader takes nothing the channel's should.
+    proto::CoordinatorToWorker first;
+    if (Status status = net::MessageReader(control.get()).receive(first, deadline); !status.ok()) {
+      return Status(status.code(), "the coordinator at " + config_.coordinator.to_string() +
+                                       " sent no challenge: " + status.message());
+    }
+    if (!first.has_challenge()) return unexpected("a challenge");
+    challenge_ = first.challenge().nonce();
     const std::string host = config_.advertise_host.empty() ? net::local_address(control.get()).host
                                                             : config_.advertise_host;
     const std::uint16_t port = net::local_address(data_listener.get()).port;
@@ -221,9 +232,28 @@ class Worker {
     join.set_data_address((host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
                           std::to_string(port));
     join.set_requested_rank(config_.requested_rank);
+    join.set_nonce(net::make_nonce());
+    if (!config_.secret.empty()) {
+      join.set_challenge_response(join_proof(config_.secret, challenge_, join));
+    }
+    nonce_ = join.nonce();
     spdlog::info("worker: joining {} with data address {}", config_.coordinator.to_string(),
                  join.data_address());
     return net::send_message(control.get(), message, deadline);
+  }
+
+  // With a group secret, the coordinator must prove it knows it too: an impostor would otherwise
+  // hand this worker a peer table of its own.
+  Status check_coordinator(const proto::Assignment& assignment) const {
+    if (config_.secret.empty() ||
+        net::same_proof(assignment.proof(),
+                        assignment_proof(config_.secret, challenge_, nonce_, assignment))) {
+      return {};
+    }
+    return Status(ErrorCode::unauthenticated,
+                  "the coordinator at " + config_.coordinator.to_string() +
+                      " does not prove the group secret (one without --secret-file, or with "
+                      "another secret)");
   }
 
   static MeshPlan plan_from(const proto::Assignment& assignment) {
@@ -358,6 +388,8 @@ class Worker {
   engine::AbortSignal abort_;
   GroupPlan plan_;
   int rank_ = -1;
+  std::string challenge_;  // the coordinator's, and this worker's nonce, of its join
+  std::string nonce_;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "collective/types.h"
 #include "config/knobs.h"
+#include "net/group_secret.h"
 #include "net/socket.h"
 
 namespace gradsync::daemon {
@@ -25,6 +26,7 @@ struct WorkerConfig {
   std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};
   std::chrono::milliseconds join_timeout{knobs::kJoinTimeoutMs.default_value};
   std::chrono::milliseconds heartbeat_interval{500};
+  net::GroupSecret secret;  // empty: none (see MembershipConfig::secret)
 };
 
 // Runs until the process is stopped; returns non-zero if the worker cannot join its group.

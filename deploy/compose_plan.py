@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Turns docker-compose.yml into the plan deploy/lan.sh runs on its emulated LAN: one host per
 service, in file order, with the same command and environment, service names replaced by the host
-addresses and the shared socket volume by a local folder. Prints one line per service:
+addresses, the shared socket volume by a local folder, and the group secret by the file
+group.secret in that folder (which deploy/lan.sh makes). Prints one line per service:
 NAME<TAB>PROGRAM<TAB>KEY=VALUE ...<TAB>ARG ..."""
 import re
 import sys
@@ -17,7 +18,8 @@ address = {name: f"{subnet}.{index + 1}" for index, name in enumerate(services)}
 
 
 def localize(text):
-    text = str(text).replace("/run/gradsync", volume_dir)
+    text = str(text).replace("/run/secrets/gradsync", volume_dir + "/group.secret")
+    text = text.replace("/run/gradsync", volume_dir)
     for name, host in address.items():
         text = re.sub(rf"\b{re.escape(name)}:(\d+)", rf"{host}:\1", text)
     return text.replace("0.0.0.0:", "HOST:")

@@ -101,14 +101,20 @@ cleanup() {
   [ -z "$work" ] || rm -rf "$work"
 }
 
+# The group's secret, new for every run: only this run's daemons can join its group.
+make_secret() {
+  (umask 077 && head -c 32 /dev/urandom | base64 >"$work/group.secret")
+}
+
 run() {
   [ $# -gt 0 ] || usage
   work=$(mktemp -d /tmp/gradsync-lan-XXXXXX)
   trap cleanup EXIT
   trap 'exit 130' INT TERM
   up
+  make_secret
   ip netns exec "$(host_ns 0)" "$bin/gradsyncd" coordinator --listen "$subnet.1:$port" \
-    --world-size "$hosts" >"$work/coordinator.log" 2>&1 &
+    --world-size "$hosts" --secret-file "$work/group.secret" >"$work/coordinator.log" 2>&1 &
   daemons+=($!)
   local i cpus spin_us=0
   mapfile -t cpus < <(allowed_cpus)
@@ -119,7 +125,7 @@ run() {
     ip netns exec "$(host_ns "$i")" "$bin/gradsyncd" worker --coordinator "$subnet.1:$port" \
       --listen "$subnet.$((i + 1)):0" --socket "$work/rank$i.sock" --rank "$i" \
       --cpus "${cpus[$((i % ${#cpus[@]}))]}" --spin-us "$spin_us" \
-      >"$work/rank$i.log" 2>&1 &
+      --secret-file "$work/group.secret" >"$work/rank$i.log" 2>&1 &
     daemons+=($!)
   done
   for ((i = 0; i < hosts; i++)); do
@@ -162,6 +168,7 @@ compose() {
   plan=$(/usr/bin/python3 "$here/compose_plan.py" "$here/../docker-compose.yml" "$subnet" "$work")
   hosts=$(wc -l <<<"$plan")
   up
+  make_secret
   local index=0 name program environment arguments
   while IFS=$'\t' read -r name program environment arguments; do
     if [ "$program" = gradsync ]; then

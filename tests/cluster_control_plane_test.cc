@@ -21,6 +21,7 @@
 #include "net/message_stream.h"
 #include "net/socket.h"
 #include "support/cluster.h"
+#include "support/daemon_processes.h"
 #include "support/run_command.h"
 #include "support/tensor_values.h"
 
@@ -28,6 +29,9 @@ namespace gradsync {
 namespace {
 
 using testing::Bytes;
+using testing::read_file;
+using testing::start_coordinator;
+using testing::wait_for_log;
 
 void expect_allreduce_works(testing::TestCluster& cluster, std::uint64_t count = 777) {
   const int p = static_cast<int>(cluster.clients.size());
@@ -36,11 +40,6 @@ void expect_allreduce_works(testing::TestCluster& cluster, std::uint64_t count =
     client.allreduce(data.data(), count, DataType::f32);
     EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, p, count));
   });
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
 }
 
 // User plus system CPU time of a process, in clock ticks.
@@ -73,39 +72,6 @@ std::vector<net::UniqueFd> idle_connections(const std::string& address, int coun
   return connections;
 }
 
-// Starts a coordinator with `arguments`, logging to `<name>.log` in the test's directory; `address`
-// receives the address it listens on.
-cli::ChildProcess start_coordinator(const std::vector<std::string>& arguments,
-                                    const std::string& name, std::string& address) {
-  const std::string ready = ::testing::TempDir() + "/" + name + ".address";
-  std::filesystem::remove(ready);
-  std::vector<std::string> command = {GRADSYNC_DAEMON, "coordinator",  "--listen",
-                                      "127.0.0.1:0",   "--ready-file", ready};
-  command.insert(command.end(), arguments.begin(), arguments.end());
-  cli::ChildProcess process =
-      cli::ChildProcess::start(command, ::testing::TempDir() + "/" + name + ".log");
-  for (int waited = 0; !std::filesystem::exists(ready) && waited < 500; ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  address = read_file(ready);
-  address.erase(address.find_last_not_of('\n') + 1);
-  return process;
-}
-
-// Waits up to five seconds for `pattern` in the file at `path`; returns its first group.
-std::string wait_for_log(const std::string& path, const std::regex& pattern) {
-  std::smatch match;
-  for (int waited = 0; waited < 500; ++waited) {
-    const std::string log = read_file(path);
-    if (std::regex_search(log, match, pattern)) return match[1].str();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ADD_FAILURE() << "no "
-                << "match in " << path << ":\n"
-                << read_file(path);
-  return "";
-}
-
 TEST(ClusterControlPlane, AMemberThatStopsReadingDelaysNoOneElsesAbort) {
   // Fake members, each announcing a long data address, so that every member's assignment (the
   // whole peer table) is far larger than what a socket that nobody reads can take.
@@ -119,6 +85,7 @@ TEST(ClusterControlPlane, AMemberThatStopsReadingDelaysNoOneElsesAbort) {
   ASSERT_TRUE(net::parse_host_port(address, target).ok()) << address;
   const auto deadline = [] { return net::Deadline::after(std::chrono::seconds(10)); };
   std::vector<net::UniqueFd> members(kMembers);
+  std::deque<net::MessageReader> readers;  // a reader owns its buffer: never moved
   for (int rank = 0; rank < kMembers; ++rank) {
     if (rank == 0) {
       // Rank 0, first in every broadcast, takes almost nothing into its socket and reads nothing.
@@ -133,14 +100,18 @@ TEST(ClusterControlPlane, AMemberThatStopsReadingDelaysNoOneElsesAbort) {
     } else {
       ASSERT_TRUE(net::connect_tcp(target, deadline(), members[rank]).ok());
     }
+    readers.emplace_back(members[rank].get());
+    if (rank > 0) {  // rank 0 reads nothing, its challenge included
+      proto::CoordinatorToWorker challenge;
+      ASSERT_TRUE(readers[rank].receive(challenge, deadline()).ok());
+      ASSERT_TRUE(challenge.has_challenge());
+    }
     proto::WorkerToCoordinator join;
     join.mutable_join()->set_data_address(std::string(4000, 'h') + ":" + std::to_string(rank + 1));
     join.mutable_join()->set_requested_rank(rank);
     ASSERT_TRUE(net::send_message(members[rank].get(), join, deadline()).ok());
   }
   // Every reading member gets its assignment and the plan.
-  std::deque<net::MessageReader> readers;  // a reader owns its buffer: never moved
-  for (int rank = 0; rank < kMembers; ++rank) readers.emplace_back(members[rank].get());
   for (int rank = 1; rank < kMembers; ++rank) {
     proto::CoordinatorToWorker message;
     ASSERT_TRUE(readers[rank].receive(message, deadline()).ok());
@@ -161,14 +132,8 @@ TEST(ClusterControlPlane, AMemberThatStopsReadingDelaysNoOneElsesAbort) {
   // Far less than the 2 s that the coordinator gives a member to take a message.
   EXPECT_LT(took, std::chrono::milliseconds(500));
   // And rank 0 really was stuck: the coordinator dropped it on its own deadline.
-  const std::string log_path = ::testing::TempDir() + "/slow-member.log";
-  for (int waited = 0;
-       read_file(log_path).find("took none of its messages") == std::string::npos && waited < 500;
-       ++waited) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_NE(read_file(log_path).find("took none of its messages"), std::string::npos)
-      << read_file(log_path);
+  wait_for_log(testing::log_path("slow-member"),
+               std::regex("lost rank 0 .*(took none of its messages)"));
   EXPECT_EQ(coordinator.stop(), 0);
 }
 
@@ -304,21 +269,15 @@ TEST(ClusterControlPlane, SigtermEndsAWorkerAndACoordinatorAtEveryStepOfForming)
 
 TEST(ClusterControlPlane, AThousandIdleConnectionsNeitherStopAGroupNorCostCpu) {
   constexpr int kIdle = 1000;
-  const std::string directory = ::testing::TempDir();
   std::string address;
   cli::ChildProcess coordinator = start_coordinator({"--world-size", "2"}, "idle", address);
   std::vector<cli::ChildProcess> workers;
   std::vector<std::string> sockets;
-  const auto start_worker = [&](int index) {
-    const std::string name = directory + "/idle-worker-" + std::to_string(index);
-    std::filesystem::remove(name + ".sock");
-    std::filesystem::remove(name + ".log");  // a log of an earlier run names another port
-    sockets.push_back(name + ".sock");
-    workers.push_back(cli::ChildProcess::start(
-        {GRADSYNC_DAEMON, "worker", "--coordinator", address, "--listen", "127.0.0.1:0", "--socket",
-         sockets.back(), "--rank", std::to_string(index)},
-        name + ".log"));
-    return name + ".log";
+  const auto start_worker = [&](int rank) {
+    const std::string name = "idle-worker-" + std::to_string(rank);
+    workers.push_back(testing::start_worker(address, {"--rank", std::to_string(rank)}, name));
+    sockets.push_back(::testing::TempDir() + "/" + name + ".sock");
+    return testing::log_path(name);
   };
   // While the group forms: idle connections to the coordinator and to the data port of the
   // worker that has joined, before the second worker starts.

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -51,6 +52,14 @@ check(re.search(r"^USER\s+(?!root)\S+", final, re.M) is not None, "the final ima
 copies = re.findall(r"^COPY --from=build (.+) \S+$", final, re.M)
 check(copies == ["/build/bin/gradsyncd /build/bin/gradsync"], f"final image copies {copies}")
 entrypoint = re.search(r'^ENTRYPOINT \["([^"]+)"\]', final, re.M).group(1)
+daemons = [name for name, service in services.items()
+           if service.get("entrypoint", [entrypoint])[0] == "gradsyncd"]
+check(all(service.get("environment", {}).get("GRADSYNC_SECRET_FILE") == "/run/secrets/gradsync"
+          and "gradsync" in service.get("secrets", []) for name, service in services.items()
+          if name in daemons), "a daemon service without the group secret")
+SECRET = os.path.join(tempfile.mkdtemp(), "group.secret")
+with open(os.open(SECRET, os.O_WRONLY | os.O_CREAT, 0o600), "w") as file:
+    file.write("a secret for the dry runs, long enough\n")
 
 for name, service in services.items():
     program = service.get("entrypoint", [entrypoint])[0]
@@ -63,6 +72,8 @@ for name, service in services.items():
         argv = [os.path.join(BIN, program), "--dry-run"] + command
     else:
         argv = [os.path.join(BIN, program)] + command + ["--dry-run"]
+    if "GRADSYNC_SECRET_FILE" in environment:  # a container's mounted secret, made here
+        environment["GRADSYNC_SECRET_FILE"] = SECRET
     result = subprocess.run(argv, env={**os.environ, **environment}, capture_output=True,
                             text=True)
     check(result.returncode == 0,

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "daemon/join_proofs.h"
 #include "proto/convert.h"
 
 namespace gradsync::daemon {
@@ -16,8 +17,9 @@ using std::chrono::milliseconds;
 class MembershipTest : public ::testing::Test {
  protected:
   // A group of `world_size` whose table comes from a given model (no probing), unless `probe`.
-  void start(int world_size, bool probe = false) {
+  void start(int world_size, bool probe = false, const std::string& secret = "") {
     MembershipConfig config;
+    if (!secret.empty()) config.secret = net::GroupSecret(secret);
     config.world_size = world_size;
     config.heartbeat_timeout = milliseconds(3000);
     config.join_timeout = milliseconds(10'000);
@@ -26,13 +28,36 @@ class MembershipTest : public ::testing::Test {
     membership_.emplace(config);
   }
 
-  // Connection `id` opens and asks to join (for `rank`, or any).
-  void join(ConnectionId id, int rank = -1) {
+  // Connection `id` opens, takes its challenge, and asks to join (for `rank`, or any), proving
+  // `secret` if one is given.
+  void join(ConnectionId id, int rank = -1, const std::string& secret = "") {
     membership_->connected(id, "10.0.0." + std::to_string(id) + ":1", now_);
+    for (Action& action : membership_->take_actions()) {
+      if (action.connection == id && action.message.has_challenge()) {
+        challenges_[id] = action.message.challenge().nonce();
+      } else {
+        kept_.push_back(std::move(action));
+      }
+    }
+    ASSERT_EQ(challenges_[id].size(), net::kNonceBytes) << "no challenge for connection " << id;
     proto::WorkerToCoordinator message;
-    message.mutable_join()->set_data_address("127.0.0.1:" + std::to_string(5000 + id));
-    message.mutable_join()->set_requested_rank(rank);
+    proto::JoinRequest& request = *message.mutable_join();
+    request.set_data_address("127.0.0.1:" + std::to_string(5000 + id));
+    request.set_requested_rank(rank);
+    request.set_nonce("nonce of worker " + std::to_string(id));
+    if (!secret.empty()) {
+      request.set_challenge_response(
+          join_proof(net::GroupSecret(secret), challenges_[id], request));
+    }
     membership_->received(id, message, now_);
+  }
+
+  // The state machine's actions since the last call, but the challenges join() took.
+  std::vector<Action> new_actions() {
+    std::vector<Action> all = std::move(kept_);
+    kept_.clear();
+    for (Action& action : membership_->take_actions()) all.push_back(std::move(action));
+    return all;
   }
 
   void heartbeat(ConnectionId id) {
@@ -78,6 +103,8 @@ class MembershipTest : public ::testing::Test {
 
   std::optional<Membership> membership_;
   TimePoint now_{std::chrono::seconds(1000)};
+  std::map<ConnectionId, std::string> challenges_;
+  std::vector<Action> kept_;
 };
 
 TEST_F(MembershipTest, FormsOnceEveryWorkerHasJoinedGivingRequestedRanksFirst) {
@@ -85,9 +112,9 @@ TEST_F(MembershipTest, FormsOnceEveryWorkerHasJoinedGivingRequestedRanksFirst) {
   join(1);
   join(2, 0);
   EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
-  EXPECT_TRUE(membership_->take_actions().empty());
+  EXPECT_TRUE(new_actions().empty());
   join(3);
-  const std::vector<Action> actions = membership_->take_actions();
+  const std::vector<Action> actions = new_actions();
   EXPECT_EQ(assignments(actions), (std::map<ConnectionId, int>{{1, 1}, {2, 0}, {3, 2}}));
   // Given a model, the plan goes out with the assignment.
   EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_plan),
@@ -107,28 +134,71 @@ TEST_F(MembershipTest, RefusesATakenRankABadAddressANonJoinAndALateJoiner) {
   proto::WorkerToCoordinator bad;
   bad.mutable_join()->set_data_address("no port here");
   membership_->received(4, bad, now_);
-  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{2, 3, 4}));
+  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{2, 3, 4}));
   join(5);
   EXPECT_EQ(membership_->stage(), Membership::Stage::published);
-  membership_->take_actions();
+  new_actions();
   join(6);  // the group is complete
-  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{6}));
+  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{6}));
   EXPECT_EQ(membership_->stage(), Membership::Stage::published);
 }
 
 TEST_F(MembershipTest, ClosesAConnectionThatNeverAsksToJoinAtItsDeadline) {
   start(2);
   membership_->connected(1, "idle", now_);
+  EXPECT_EQ(sent(new_actions(), &proto::CoordinatorToWorker::has_challenge),
+            (std::vector<ConnectionId>{1}));
   join(2);
   for (int beat = 0; beat < 4; ++beat) {
     advance(milliseconds(2000));
     heartbeat(2);
   }
   advance(milliseconds(1999));
-  EXPECT_TRUE(membership_->take_actions().empty());
+  EXPECT_TRUE(new_actions().empty());
   advance(milliseconds(1));
-  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{1}));
+  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{1}));
   EXPECT_EQ(membership_->members(), 1);
+}
+
+// With a group secret: a join without the proof, with another secret's, or with a proof made for
+// another challenge (a replay) is refused with UNAUTHENTICATED and closed, and changes nothing;
+// every assignment carries the coordinator's proof over both nonces and the rank it assigns.
+TEST_F(MembershipTest, WithASecretOnlyWorkersThatProveItJoin) {
+  const std::string secret = "the group's secret, 32 bytes....";
+  start(2, false, secret);
+  join(1, -1);
+  join(2, -1, "another secret, also long enough");
+  join(3, -1, secret);
+  const std::vector<Action> refused = new_actions();
+  EXPECT_EQ(closed(refused), (std::vector<ConnectionId>{1, 2}));
+  for (const Action& action : refused) {
+    if (action.kind != Action::Kind::send) continue;
+    ASSERT_TRUE(action.message.has_abort());
+    EXPECT_EQ(from_proto(action.message.abort().reason()).code(), ErrorCode::unauthenticated);
+  }
+  EXPECT_EQ(membership_->members(), 1);
+  // A replay: connection 3's request, proof and all, on another connection.
+  membership_->connected(4, "replayer", now_);
+  new_actions();
+  proto::WorkerToCoordinator replay;
+  proto::JoinRequest& request = *replay.mutable_join();
+  request.set_data_address("127.0.0.1:5003");
+  request.set_requested_rank(-1);
+  request.set_nonce("nonce of worker 3");
+  request.set_challenge_response(join_proof(net::GroupSecret(secret), challenges_[3], request));
+  membership_->received(4, replay, now_);
+  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{4}));
+  join(5, -1, secret);
+  const std::vector<Action> formed = new_actions();
+  ASSERT_EQ(assignments(formed).size(), 2u);
+  for (const Action& action : formed) {
+    if (!action.message.has_assignment()) continue;
+    const proto::Assignment& assignment = action.message.assignment();
+    EXPECT_TRUE(net::same_proof(
+        assignment.proof(),
+        assignment_proof(net::GroupSecret(secret), challenges_[action.connection],
+                         "nonce of worker " + std::to_string(action.connection), assignment)));
+  }
 }
 
 TEST_F(MembershipTest, AWorkerSilentBeforeTheGroupFormsOnlyLeavesIt) {
@@ -138,12 +208,11 @@ TEST_F(MembershipTest, AWorkerSilentBeforeTheGroupFormsOnlyLeavesIt) {
   advance(milliseconds(2000));
   heartbeat(1);
   advance(milliseconds(1000));  // 2 has been silent for 3 s
-  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{2}));
+  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{2}));
   EXPECT_EQ(membership_->members(), 1);
   join(3);
   join(4);
-  EXPECT_EQ(assignments(membership_->take_actions()),
-            (std::map<ConnectionId, int>{{1, 0}, {3, 1}, {4, 2}}));
+  EXPECT_EQ(assignments(new_actions()), (std::map<ConnectionId, int>{{1, 0}, {3, 1}, {4, 2}}));
 }
 
 TEST_F(MembershipTest, AMemberSilentForTheHeartbeatTimeoutAbortsTheGroupForEveryone) {
@@ -151,15 +220,15 @@ TEST_F(MembershipTest, AMemberSilentForTheHeartbeatTimeoutAbortsTheGroupForEvery
   join(1);
   join(2);
   join(3);
-  membership_->take_actions();
+  new_actions();
   EXPECT_EQ(membership_->next_deadline(), now_ + milliseconds(3000));
   advance(milliseconds(2500));
   heartbeat(1);
   heartbeat(3);
   advance(milliseconds(499));
-  EXPECT_TRUE(membership_->take_actions().empty());
+  EXPECT_TRUE(new_actions().empty());
   advance(milliseconds(1));
-  const std::vector<Action> actions = membership_->take_actions();
+  const std::vector<Action> actions = new_actions();
   EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_abort),
             (std::vector<ConnectionId>{1, 2, 3}));
   EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2}));
@@ -169,18 +238,18 @@ TEST_F(MembershipTest, AMemberSilentForTheHeartbeatTimeoutAbortsTheGroupForEvery
   EXPECT_EQ(abort.reason().message(), "rank 1 was lost (no heartbeat for 3000 ms)");
   // A second loss aborts nothing more.
   membership_->disconnected(1, "closed");
-  EXPECT_EQ(closed(membership_->take_actions()), (std::vector<ConnectionId>{1}));
+  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{1}));
 }
 
 TEST_F(MembershipTest, AMemberThatSendsSomethingUnexpectedAbortsTheGroup) {
   start(2);
   join(1);
   join(2);
-  membership_->take_actions();
+  new_actions();
   proto::WorkerToCoordinator second_join;
   second_join.mutable_join()->set_data_address("127.0.0.1:1");
   membership_->received(2, second_join, now_);
-  const std::vector<Action> actions = membership_->take_actions();
+  const std::vector<Action> actions = new_actions();
   ASSERT_FALSE(actions.empty());
   EXPECT_EQ(actions.front().message.abort().reason().message(),
             "rank 1 was lost (a second join request)");
@@ -192,7 +261,7 @@ TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
   join(1);
   join(2);
   EXPECT_EQ(membership_->stage(), Membership::Stage::probing);
-  EXPECT_TRUE(sent(membership_->take_actions(), &proto::CoordinatorToWorker::has_plan).empty());
+  EXPECT_TRUE(sent(new_actions(), &proto::CoordinatorToWorker::has_plan).empty());
   for (ConnectionId id : {1, 2}) {
     const int rank = static_cast<int>(id) - 1;
     proto::WorkerToCoordinator message;
@@ -209,7 +278,7 @@ TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
     EXPECT_EQ(membership_->stage(),
               id == 1 ? Membership::Stage::probing : Membership::Stage::published);
   }
-  EXPECT_EQ(sent(membership_->take_actions(), &proto::CoordinatorToWorker::has_plan),
+  EXPECT_EQ(sent(new_actions(), &proto::CoordinatorToWorker::has_plan),
             (std::vector<ConnectionId>{1, 2}));
   EXPECT_EQ(membership_->plan().world_size, 2);
 }
