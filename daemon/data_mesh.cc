@@ -1,5 +1,6 @@
 #include "daemon/data_mesh.h"
 
+#include <arpa/inet.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
@@ -10,7 +11,9 @@
 #include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 
 #include "collective/group_plan.h"
@@ -26,13 +29,81 @@ using engine::FrameKind;
 
 constexpr auto kHelloTimeout = std::chrono::seconds(2);
 
-Status send_hello(int fd, const MeshPlan& plan, net::Deadline deadline) {
+// With a group secret, the two ends of a data connection prove it to each other over both their
+// nonces, the generation and both ranks: the accepting rank first, in its answer to the hello,
+// then the connecting rank.
+std::string accept_proof(const net::GroupSecret& secret, std::uint64_t generation, int acceptor,
+                         int connector, std::string_view connector_nonce,
+                         std::string_view acceptor_nonce) {
+  return secret.prove(
+      "gradsync data accept",
+      {net::proof_field(generation), net::proof_field(static_cast<std::uint64_t>(acceptor)),
+       net::proof_field(static_cast<std::uint64_t>(connector)), connector_nonce, acceptor_nonce});
+}
+
+std::string connect_proof(const net::GroupSecret& secret, std::uint64_t generation, int acceptor,
+                          int connector, std::string_view connector_nonce,
+                          std::string_view acceptor_nonce) {
+  return secret.prove(
+      "gradsync data connect",
+      {net::proof_field(generation), net::proof_field(static_cast<std::uint64_t>(connector)),
+       net::proof_field(static_cast<std::uint64_t>(acceptor)), acceptor_nonce, connector_nonce});
+}
+
+constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
+
+// Opens a connection to `peer`, a lower rank: the hello (with a nonce when there is a secret),
+// then, with a secret, the peer's proof checked and this rank's sent.
+Status greet(int fd, int peer, const MeshPlan& plan, const net::GroupSecret& secret,
+             net::Deadline deadline) {
+  const std::string nonce = secret.empty() ? std::string() : net::make_nonce();
   FrameHeader hello;
   hello.kind = FrameKind::hello;
   hello.generation = plan.generation;
   hello.op_id = static_cast<std::uint64_t>(plan.rank);
+  hello.length = nonce.size();
   hello.descriptor.count = static_cast<std::uint64_t>(plan.world_size);
-  return net::write_all(fd, engine::encode(hello), deadline);
+  if (Status status = net::write_all(fd, engine::encode(hello), deadline); !status.ok()) {
+    return status;
+  }
+  if (secret.empty()) return {};
+  if (Status status = net::write_all(fd, std::as_bytes(std::span(nonce)), deadline); !status.ok()) {
+    return status;
+  }
+  std::string answer(net::kNonceBytes + kProofBytes, '\0');
+  const auto unproven = [&](const std::string& why) {
+    return Status(ErrorCode::unauthenticated, "rank " + std::to_string(peer) + " at " +
+                                                  plan.peers[peer].to_string() +
+                                                  " does not prove the group secret (" + why + ")");
+  };
+  if (Status status = net::read_exact(fd, std::as_writable_bytes(std::span(answer)), deadline);
+      !status.ok()) {
+    return unproven("no answer to the hello: " + status.message());
+  }
+  const std::string_view peer_nonce = std::string_view(answer).substr(0, net::kNonceBytes);
+  if (!net::same_proof(std::string_view(answer).substr(net::kNonceBytes),
+                       accept_proof(secret, plan.generation, peer, plan.rank, nonce, peer_nonce))) {
+    return unproven("a wrong proof");
+  }
+  const std::string proof =
+      connect_proof(secret, plan.generation, peer, plan.rank, nonce, peer_nonce);
+  return net::write_all(fd, std::as_bytes(std::span(proof)), deadline);
+}
+
+// Whether `from` (HOST:PORT of a connection) comes from `expected`'s host, where that host is an
+// IP address; a peer table that names hosts by name is not compared.
+bool comes_from(const std::string& from, const net::HostPort& expected) {
+  net::HostPort source;
+  if (!net::parse_host_port(from, source).ok()) return false;
+  in6_addr a{};
+  in6_addr b{};
+  for (const int family : {AF_INET, AF_INET6}) {
+    if (::inet_pton(family, expected.host.c_str(), &b) == 1) {
+      return ::inet_pton(family, source.host.c_str(), &a) == 1 &&
+             std::memcmp(&a, &b, family == AF_INET ? sizeof(in_addr) : sizeof(in6_addr)) == 0;
+    }
+  }
+  return true;
 }
 
 // Names the rank a hello comes from, or says why it is not one of ours.
@@ -59,20 +130,32 @@ Status check_hello(const engine::EncodedHeader& bytes, const MeshPlan& plan, int
   return {};
 }
 
-// A connection whose hello is still being read.
+// A connection whose hello is still being read, or its proof (with a group secret).
 struct Arrival {
   Arrival(tcp::socket socket_in, std::string from_in)
       : socket(std::move(socket_in)), from(std::move(from_in)), deadline(socket.get_executor()) {}
   tcp::socket socket;
   std::string from;
   engine::EncodedHeader hello{};
+  std::string nonce;      // the connecting rank's, from the hello's payload
+  std::string answer;     // this rank's nonce and proof
+  std::string own_nonce;  // the first part of `answer`
+  std::string proof;      // the connecting rank's
   asio::steady_timer deadline;
 };
+
+Status read_failure(const asio::error_code& error) {
+  return Status(ErrorCode::protocol_error,
+                error == asio::error::operation_aborted
+                    ? "nothing within " + std::to_string(kHelloTimeout.count()) + " s"
+                    : "no hello: " + error.message());
+}
 
 }  // namespace
 
 struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
-  Loop(asio::io_context& io, net::UniqueFd listener) : acceptor(io), backoff(io) {
+  Loop(asio::io_context& io, net::UniqueFd listener, net::GroupSecret secret_in)
+      : acceptor(io), backoff(io), secret(std::move(secret_in)) {
     const bool v6 = net::is_ipv6_socket(listener.get());
     acceptor.assign(v6 ? tcp::v6() : tcp::v4(), listener.release());
   }
@@ -96,24 +179,40 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
         });
   }
 
-  void read_hello(const std::shared_ptr<Arrival>& arrival) {
+  // Closes the arrival's socket if the next step takes longer than kHelloTimeout.
+  static void arm(const std::shared_ptr<Arrival>& arrival) {
     arrival->deadline.expires_after(kHelloTimeout);
     arrival->deadline.async_wait([arrival](const asio::error_code& error) {
       if (error) return;
       asio::error_code ignored;
       arrival->socket.close(ignored);
     });
+  }
+
+  void read_hello(const std::shared_ptr<Arrival>& arrival) {
+    arm(arrival);
     asio::async_read(
         arrival->socket, asio::buffer(arrival->hello),
         [self = shared_from_this(), arrival](const asio::error_code& error, std::size_t) {
-          arrival->deadline.cancel();
-          self->take(arrival, error);
+          FrameHeader header;
+          Status read = error ? read_failure(error) : engine::decode(arrival->hello, header);
+          if (!read.ok() || header.length == 0) {
+            arrival->deadline.cancel();
+            self->take(arrival, read);
+            return;
+          }
+          arrival->nonce.resize(header.length);
+          asio::async_read(arrival->socket, asio::buffer(arrival->nonce),
+                           [self, arrival](const asio::error_code& failed, std::size_t) {
+                             arrival->deadline.cancel();
+                             self->take(arrival, failed ? read_failure(failed) : Status());
+                           });
         });
   }
 
-  void take(const std::shared_ptr<Arrival>& arrival, const asio::error_code& error) {
+  void take(const std::shared_ptr<Arrival>& arrival, const Status& read) {
     std::lock_guard lock(mutex);
-    if (!error && !planned) {
+    if (read.ok() && !planned) {
       // A higher rank that got its assignment first: its hello is judged once ours is here.
       if (early.size() < static_cast<std::size_t>(kMaxWorldSize)) {
         early.push_back(arrival);
@@ -123,38 +222,97 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
                    arrival->from, early.size());
       return;
     }
-    take_hello(*arrival, error);
+    take_hello(arrival, read);
   }
 
   // The hellos that came before the plan.
   void take_early() {
     std::lock_guard lock(mutex);
-    for (const auto& arrival : early) take_hello(*arrival, {});
+    for (const auto& arrival : early) take_hello(arrival, {});
     early.clear();
   }
 
-  void take_hello(Arrival& arrival, const asio::error_code& error) {
+  // Judges a hello read to its end (or `read`, why it was not); with a group secret, goes on to
+  // the exchange of proofs. Called with `mutex` held.
+  void take_hello(const std::shared_ptr<Arrival>& arrival, const Status& read) {
     int rank = -1;
-    Status hello =
-        error ? Status(ErrorCode::protocol_error,
-                       error == asio::error::operation_aborted
-                           ? "no hello within " + std::to_string(kHelloTimeout.count()) + " s"
-                           : "no hello: " + error.message())
-              : check_hello(arrival.hello, plan, rank);
-    if (hello.ok() && (formed || accepted[rank].valid())) {
-      hello = Status(ErrorCode::protocol_error,
-                     "rank " + std::to_string(rank) + " is already connected");
+    Status hello = read.ok() ? check_hello(arrival->hello, plan, rank) : read;
+    if (hello.ok() && !comes_from(arrival->from, plan.peers[rank])) {
+      hello = Status(ErrorCode::unauthenticated, "a hello from rank " + std::to_string(rank) +
+                                                     ", whose address is " +
+                                                     plan.peers[rank].to_string());
     }
-    // The hello timer may have closed the socket in the same round as the read completed.
-    asio::error_code closed;
-    const int fd = hello.ok() ? arrival.socket.release(closed) : -1;
-    if (hello.ok() && closed) {
-      hello = Status(ErrorCode::protocol_error,
-                     "no hello within " + std::to_string(kHelloTimeout.count()) + " s");
+    if (hello.ok() && secret.empty() != arrival->nonce.empty()) {
+      hello = Status(ErrorCode::unauthenticated, secret.empty()
+                                                     ? "a hello with a nonce in a group without "
+                                                       "a secret"
+                                                     : "a hello without the group secret's nonce");
     }
     if (!hello.ok()) {
-      spdlog::warn("rejected a data connection from {}: {}", arrival.from, hello.message());
-      return;  // closed with the arrival
+      reject(*arrival, hello);
+    } else if (secret.empty()) {
+      admit(*arrival, rank);
+    } else {
+      prove_and_check(arrival, rank);
+    }
+  }
+
+  // Answers the hello with this rank's nonce and proof, then reads and checks the connecting
+  // rank's proof.
+  void prove_and_check(const std::shared_ptr<Arrival>& arrival, int rank) {
+    arrival->own_nonce = net::make_nonce();
+    arrival->answer = arrival->own_nonce + accept_proof(secret, plan.generation, plan.rank, rank,
+                                                        arrival->nonce, arrival->own_nonce);
+    arrival->proof.resize(kProofBytes);
+    arm(arrival);
+    asio::async_write(
+        arrival->socket, asio::buffer(arrival->answer),
+        [self = shared_from_this(), arrival, rank](const asio::error_code& error, std::size_t) {
+          if (error) {
+            arrival->deadline.cancel();
+            std::lock_guard lock(self->mutex);
+            self->reject(*arrival, read_failure(error));
+            return;
+          }
+          asio::async_read(
+              arrival->socket, asio::buffer(arrival->proof),
+              [self, arrival, rank](const asio::error_code& failed, std::size_t) {
+                arrival->deadline.cancel();
+                std::lock_guard lock(self->mutex);
+                if (failed) {
+                  self->reject(*arrival, read_failure(failed));
+                } else if (!net::same_proof(
+                               arrival->proof,
+                               connect_proof(self->secret, self->plan.generation, self->plan.rank,
+                                             rank, arrival->nonce, arrival->own_nonce))) {
+                  self->reject(*arrival, Status(ErrorCode::unauthenticated,
+                                                "it does not prove the group secret"));
+                } else {
+                  self->admit(*arrival, rank);
+                }
+              });
+        });
+  }
+
+  static void reject(Arrival& arrival, const Status& why) {
+    spdlog::warn("rejected a data connection from {}: {}", arrival.from, why.message());
+    asio::error_code ignored;
+    arrival.socket.close(ignored);
+  }
+
+  // Takes the connection as rank `rank`'s, unless that rank has one. Called with `mutex` held.
+  void admit(Arrival& arrival, int rank) {
+    if (formed || accepted[rank].valid()) {
+      reject(arrival, Status(ErrorCode::protocol_error,
+                             "rank " + std::to_string(rank) + " is already connected"));
+      return;
+    }
+    // The deadline may have closed the socket in the same round as the last read completed.
+    asio::error_code closed;
+    const int fd = arrival.socket.release(closed);
+    if (closed) {
+      reject(arrival, read_failure(asio::error::operation_aborted));
+      return;
     }
     accepted[rank] = net::UniqueFd(fd);
     net::tune_for_data_plane(accepted[rank].get());
@@ -163,6 +321,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
 
   tcp::acceptor acceptor;
   asio::steady_timer backoff;
+  const net::GroupSecret secret;
 
   void signal_all_arrived() const {
     const std::uint64_t one = 1;
@@ -180,8 +339,8 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
   bool formed = false;  // from then on, every connection is turned away
 };
 
-DataPort::DataPort(asio::io_context& io, net::UniqueFd listener)
-    : loop_(std::make_shared<Loop>(io, std::move(listener))) {
+DataPort::DataPort(asio::io_context& io, net::UniqueFd listener, net::GroupSecret secret)
+    : loop_(std::make_shared<Loop>(io, std::move(listener), std::move(secret))) {
   // From the start, not only once the group has formed: strangers that connect earlier are read
   // and closed on their own deadlines instead of filling the listen queue.
   asio::post(io, [loop = loop_] { loop->accept(); });
@@ -220,7 +379,10 @@ Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline, int can
                                               status.message());
     }
     net::tune_for_data_plane(sockets[peer].get());
-    if (Status hello = send_hello(sockets[peer].get(), plan, deadline); !hello.ok()) return hello;
+    if (Status hello = greet(sockets[peer].get(), peer, plan, loop_->secret, deadline);
+        !hello.ok()) {
+      return hello;
+    }
   }
   // The higher ranks connect on the event loop, which signals `all_arrived` once the last has.
   if (Status waited = net::wait_unless_cancelled(loop_->all_arrived.get(), POLLIN, deadline,

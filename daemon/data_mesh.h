@@ -2,8 +2,9 @@
 // rank and accepts every higher one, each connection opened by a hello frame (generation, rank,
 // world size). The port is served on the worker's control event loop for the worker's whole life:
 // every connection's hello is read with a deadline of its own while others are read, so idle or
-// slow strangers delay nobody; one that does not open with a valid hello from an expected rank is
-// logged and closed, and once the mesh has formed every new connection is turned away.
+// slow strangers delay nobody; one that does not open with a valid hello from an expected rank,
+// from that rank's address, proving the group secret if there is one, is logged and closed, and
+// once the mesh has formed every new connection is turned away.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "collective/status.h"
 #include "net/deadline.h"
+#include "net/group_secret.h"
 #include "net/socket.h"
 
 namespace asio {
@@ -29,8 +31,8 @@ struct MeshPlan {
 class DataPort {
  public:
   // Takes the listening socket and serves it on `io`; hellos that arrive before form_mesh() are
-  // judged once it has the plan.
-  DataPort(asio::io_context& io, net::UniqueFd listener);
+  // judged once it has the plan. With a group secret, both ends of every connection prove it.
+  DataPort(asio::io_context& io, net::UniqueFd listener, net::GroupSecret secret);
   ~DataPort();
 
   // Blocks the calling thread until this rank is connected to every other rank of `plan`

@@ -66,7 +66,7 @@ class Worker {
       return fail("worker: " + status.message());
     }
     // Served from now on: a connection to the data port is read and judged while the group forms.
-    DataPort data_port(control_io, std::move(data_listener));
+    DataPort data_port(control_io, std::move(data_listener), config_.secret);
     {
       std::lock_guard lock(stop_mutex_);
       channel_.emplace(control_io, std::move(control), config_.heartbeat_interval, abort_);

@@ -112,9 +112,10 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
     return bad("an abort with error code " + std::to_string(header.segment) +
                ", which is not a failure");
   }
-  const std::uint64_t limit = header.kind == FrameKind::abort
-                                  ? kMaxAbortReasonBytes
-                                  : (header.kind == FrameKind::hello ? 0 : kMaxSegmentBytes);
+  const std::uint64_t limit =
+      header.kind == FrameKind::abort
+          ? kMaxAbortReasonBytes
+          : (header.kind == FrameKind::hello ? kMaxHelloBytes : kMaxSegmentBytes);
   if (header.length > limit) {
     return bad("payload of " + std::to_string(header.length) + " bytes exceeds the limit of " +
                std::to_string(limit));

@@ -5,7 +5,7 @@
 //   offset  size  field
 //        0     4  magic "GSD1"
 //        4     2  version (1)
-//        6     1  kind: 1 data, 2 abort (payload: the reason, text), 3 hello
+//        6     1  kind: 1 data, 2 abort (payload: the reason, text), 3 hello (payload: a nonce)
 //        7     1  wire type: 0 the dtype itself, else 1 + the dtype the values travel as
 //        8     8  generation of the group
 //       16     8  op id (hello: the sender's rank)
@@ -36,6 +36,8 @@ inline constexpr std::uint16_t kFrameVersion = 3;
 // No segment may be longer: a header claiming more is rejected before anything is read.
 inline constexpr std::uint64_t kMaxSegmentBytes = 64ull << 20;
 inline constexpr std::uint64_t kMaxAbortReasonBytes = 4096;
+// A hello's payload: empty, or with a group secret the connecting rank's nonce.
+inline constexpr std::uint64_t kMaxHelloBytes = 16;
 
 enum class FrameKind : std::uint8_t { data = 1, abort = 2, hello = 3 };
 

@@ -1,8 +1,8 @@
 // Only the group's members get in: a worker without the group secret, or with another one, is
 // refused by the coordinator with UNAUTHENTICATED and a log line naming its address; a worker with
 // a secret refuses a coordinator that cannot prove it; two groups on one machine with different
-// secrets cannot mix; and without a secret no daemon listens beyond loopback unless told
-// --insecure.
+// secrets cannot mix; a stranger cannot pose as a peer on a data port; and without a secret no
+// daemon listens beyond loopback unless told --insecure.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -11,7 +11,10 @@
 #include <fstream>
 #include <regex>
 
+#include "engine/frame.h"
 #include "net/group_secret.h"
+#include "net/socket.h"
+#include "support/cluster.h"
 #include "support/daemon_processes.h"
 #include "support/run_command.h"
 
@@ -87,6 +90,72 @@ TEST(ClusterTrust, TwoGroupsWithDifferentSecretsCannotMix) {
   EXPECT_EQ(first.stop(), 0);
   EXPECT_EQ(second.stop(), 0);
   EXPECT_EQ(coordinator_a.stop(), 0);
+}
+
+// A hello to rank 0's data port that claims to be rank 1, the moment rank 0 has joined: what a
+// stranger on the network can send, knowing the generation and the world size. Returns the
+// connection, open.
+net::UniqueFd pose_as_rank_one(const std::string& data_address, bool with_nonce) {
+  net::HostPort target;
+  EXPECT_TRUE(net::parse_host_port(data_address, target).ok());
+  net::UniqueFd fd;
+  const auto deadline = net::Deadline::after(std::chrono::seconds(5));
+  EXPECT_TRUE(net::connect_tcp(target, deadline, fd).ok());
+  engine::FrameHeader hello;
+  hello.kind = engine::FrameKind::hello;
+  hello.generation = 1;
+  hello.op_id = 1;
+  hello.descriptor.count = 2;
+  hello.length = with_nonce ? net::kNonceBytes : 0;
+  EXPECT_TRUE(net::write_all(fd.get(), engine::encode(hello), deadline).ok());
+  if (with_nonce) {
+    const std::string nonce = net::make_nonce();
+    EXPECT_TRUE(net::write_all(fd.get(), std::as_bytes(std::span(nonce)), deadline).ok());
+  }
+  return fd;
+}
+
+TEST(ClusterTrust, AStrangerCannotPoseAsAPeerOnTheDataPort) {
+  const std::string secret = new_secret("mesh");
+  std::string address;
+  cli::ChildProcess coordinator = start_coordinator(
+      {"--world-size", "2", "--secret-file", secret, "--calibration-ms", "0"}, "mesh", address);
+  cli::ChildProcess first =
+      start_worker(address, {"--secret-file", secret, "--rank", "0"}, "mesh-0");
+  const std::string data_address =
+      wait_for_log(log_path("mesh-0"), std::regex("data address ([0-9.]+:[0-9]+)"));
+  // Before the real rank 1: one impostor without a nonce, one that answers with a wrong proof.
+  net::UniqueFd bare = pose_as_rank_one(data_address, false);
+  net::UniqueFd guessing = pose_as_rank_one(data_address, true);
+  cli::ChildProcess second =
+      start_worker(address, {"--secret-file", secret, "--rank", "1"}, "mesh-1");
+  // The guessing impostor gets rank 0's answer once rank 0 has its plan, and answers it wrongly.
+  std::string answer(net::kNonceBytes + 32, '\0');
+  ASSERT_TRUE(net::read_exact(guessing.get(), std::as_writable_bytes(std::span(answer)),
+                              net::Deadline::after(std::chrono::seconds(10)))
+                  .ok());
+  const std::string wrong(32, 'x');
+  ASSERT_TRUE(net::write_all(guessing.get(), std::as_bytes(std::span(wrong)),
+                             net::Deadline::after(std::chrono::seconds(5)))
+                  .ok());
+  wait_for_log(log_path("mesh-0"), std::regex("(a hello without the group secret's nonce)"));
+  wait_for_log(log_path("mesh-0"), std::regex("(it does not prove the group secret)"));
+  // The real rank 1 is rank 0's peer: their all-reduce is right.
+  wait_for_log(log_path("mesh-0"), std::regex("(serving clients)"));
+  wait_for_log(log_path("mesh-1"), std::regex("(serving clients)"));
+  testing::TestCluster cluster;
+  for (const char* name : {"mesh-0", "mesh-1"}) {
+    cluster.clients.push_back(Client::connect(::testing::TempDir() + "/" + name + ".sock"));
+  }
+  testing::on_every_rank(cluster, [](int rank, Client& client) {
+    std::vector<float> data(1000, static_cast<float>(rank + 1));
+    client.allreduce(data.data(), data.size(), DataType::f32);
+    EXPECT_EQ(data, std::vector<float>(1000, 3.0f));
+  });
+  cluster.clients.clear();
+  EXPECT_EQ(first.stop(), 0);
+  EXPECT_EQ(second.stop(), 0);
+  EXPECT_EQ(coordinator.stop(), 0);
 }
 
 TEST(ClusterTrust, WithoutASecretNoDaemonListensBeyondLoopbackUnlessInsecure) {
