@@ -29,25 +29,18 @@ using engine::FrameKind;
 
 constexpr auto kHelloTimeout = std::chrono::seconds(2);
 
-// With a group secret, the two ends of a data connection prove it to each other over both their
-// nonces, the generation and both ranks: the accepting rank first, in its answer to the hello,
-// then the connecting rank.
-std::string accept_proof(const net::GroupSecret& secret, std::uint64_t generation, int acceptor,
-                         int connector, std::string_view connector_nonce,
-                         std::string_view acceptor_nonce) {
-  return secret.prove(
-      "gradsync data accept",
-      {net::proof_field(generation), net::proof_field(static_cast<std::uint64_t>(acceptor)),
-       net::proof_field(static_cast<std::uint64_t>(connector)), connector_nonce, acceptor_nonce});
-}
+// With a group secret, the two ends of a data connection prove it to each other, each over the
+// generation, its own rank, the other's, the other's nonce and its own: the accepting rank first,
+// in its answer to the hello, then the connecting rank.
+enum class End { accepting, connecting };
 
-std::string connect_proof(const net::GroupSecret& secret, std::uint64_t generation, int acceptor,
-                          int connector, std::string_view connector_nonce,
-                          std::string_view acceptor_nonce) {
+std::string mesh_proof(const net::GroupSecret& secret, End end, std::uint64_t generation,
+                       int prover, int other, std::string_view other_nonce,
+                       std::string_view own_nonce) {
   return secret.prove(
-      "gradsync data connect",
-      {net::proof_field(generation), net::proof_field(static_cast<std::uint64_t>(connector)),
-       net::proof_field(static_cast<std::uint64_t>(acceptor)), acceptor_nonce, connector_nonce});
+      end == End::accepting ? "gradsync data accept" : "gradsync data connect",
+      {net::proof_field(generation), net::proof_field(static_cast<std::uint64_t>(prover)),
+       net::proof_field(static_cast<std::uint64_t>(other)), other_nonce, own_nonce});
 }
 
 constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
@@ -82,11 +75,12 @@ Status greet(int fd, int peer, const MeshPlan& plan, const net::GroupSecret& sec
   }
   const std::string_view peer_nonce = std::string_view(answer).substr(0, net::kNonceBytes);
   if (!net::same_proof(std::string_view(answer).substr(net::kNonceBytes),
-                       accept_proof(secret, plan.generation, peer, plan.rank, nonce, peer_nonce))) {
+                       mesh_proof(secret, End::accepting, plan.generation, peer, plan.rank, nonce,
+                                  peer_nonce))) {
     return unproven("a wrong proof");
   }
   const std::string proof =
-      connect_proof(secret, plan.generation, peer, plan.rank, nonce, peer_nonce);
+      mesh_proof(secret, End::connecting, plan.generation, plan.rank, peer, peer_nonce, nonce);
   return net::write_all(fd, std::as_bytes(std::span(proof)), deadline);
 }
 
@@ -261,8 +255,9 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
   // rank's proof.
   void prove_and_check(const std::shared_ptr<Arrival>& arrival, int rank) {
     arrival->own_nonce = net::make_nonce();
-    arrival->answer = arrival->own_nonce + accept_proof(secret, plan.generation, plan.rank, rank,
-                                                        arrival->nonce, arrival->own_nonce);
+    arrival->answer =
+        arrival->own_nonce + mesh_proof(secret, End::accepting, plan.generation, plan.rank, rank,
+                                        arrival->nonce, arrival->own_nonce);
     arrival->proof.resize(kProofBytes);
     arm(arrival);
     asio::async_write(
@@ -281,10 +276,10 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
                 std::lock_guard lock(self->mutex);
                 if (failed) {
                   self->reject(*arrival, read_failure(failed));
-                } else if (!net::same_proof(
-                               arrival->proof,
-                               connect_proof(self->secret, self->plan.generation, self->plan.rank,
-                                             rank, arrival->nonce, arrival->own_nonce))) {
+                } else if (!net::same_proof(arrival->proof,
+                                            mesh_proof(self->secret, End::connecting,
+                                                       self->plan.generation, rank, self->plan.rank,
+                                                       arrival->own_nonce, arrival->nonce))) {
                   self->reject(*arrival, Status(ErrorCode::unauthenticated,
                                                 "it does not prove the group secret"));
                 } else {
