@@ -135,7 +135,8 @@ Status MessageReader::receive(google::protobuf::MessageLite& message, Deadline d
 // `wanted` bytes the next message needs.
 Status MessageReader::read_more(std::size_t wanted, Deadline deadline) {
   constexpr std::size_t kMinimumRead = 4 << 10;
-  std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+  // (memmove from an empty vector's null data would be undefined, even for no bytes.)
+  if (begin_ != end_) std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
   end_ -= begin_;
   begin_ = 0;
   buffer_.resize(std::max({buffer_.size(), wanted, kMinimumRead}));

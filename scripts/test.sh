@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds gradsync and runs the whole test suite.
+# Builds gradsync and runs the whole test suite, then the fuzzers for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 300
+# Every outside input path under libFuzzer, AddressSanitizer and UBSan, 20 s each.
+./scripts/fuzz.sh 20

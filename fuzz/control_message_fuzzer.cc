@@ -1,0 +1,81 @@
+// Every control message a daemon receives, as arbitrary bytes: parsed as a worker's message and
+// handed to the coordinator's membership state machine as a stranger's first message, and as a
+// member's message once a group of two (with a secret) has formed, then the clock runs out; and
+// parsed as a coordinator's message, whose plan a worker checks. Nothing may crash, and a group
+// with a secret admits nobody who cannot prove it.
+#include <google/protobuf/stubs/logging.h>
+#include <spdlog/spdlog.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "daemon/join_proofs.h"
+#include "daemon/membership.h"
+#include "proto/convert.h"
+
+namespace {
+
+using namespace gradsync;
+using namespace gradsync::daemon;
+
+std::string challenge_of(Membership& membership, ConnectionId id) {
+  for (const Action& action : membership.take_actions()) {
+    if (action.connection == id && action.message.has_challenge()) {
+      return action.message.challenge().nonce();
+    }
+  }
+  return "";
+}
+
+void join(Membership& membership, ConnectionId id, const net::GroupSecret& secret, TimePoint now) {
+  membership.connected(id, "10.0.0.1:1", now);
+  const std::string challenge = challenge_of(membership, id);
+  proto::WorkerToCoordinator message;
+  proto::JoinRequest& request = *message.mutable_join();
+  request.set_data_address("10.0.0." + std::to_string(id) + ":5000");
+  request.set_requested_rank(-1);
+  request.set_nonce("worker nonce");
+  request.set_challenge_response(join_proof(secret, challenge, request));
+  membership.received(id, message, now);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  spdlog::set_level(spdlog::level::off);  // a refusal is logged; a million of them would be slow
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  proto::CoordinatorToWorker from_coordinator;
+  if (from_coordinator.ParseFromArray(data, static_cast<int>(size)) &&
+      from_coordinator.has_plan()) {
+    GroupPlan plan;
+    (void)from_proto(from_coordinator.plan(), plan);
+  }
+  proto::WorkerToCoordinator message;
+  if (!message.ParseFromArray(data, static_cast<int>(size))) return 0;
+  const net::GroupSecret secret(std::string(32, 's'));
+  MembershipConfig config;
+  config.world_size = 2;
+  config.network = NetworkModel::uniform(10.0, 0.001);
+  config.calibration_budget = std::chrono::milliseconds(0);
+  config.secret = secret;
+  TimePoint now{std::chrono::seconds(1000)};
+  Membership membership(config);
+  // A stranger's first message: it cannot prove a secret it does not have.
+  membership.connected(7, "stranger", now);
+  membership.received(7, message, now);
+  if (membership.members() != 0) __builtin_trap();
+  join(membership, 1, secret, now);
+  join(membership, 2, secret, now);
+  membership.take_actions();
+  membership.received(1, message, now);
+  membership.take_actions();
+  now += std::chrono::seconds(60);
+  membership.tick(now);
+  membership.take_actions();
+  return 0;
+}
