@@ -18,6 +18,10 @@ namespace {
 using asio::local::stream_protocol;
 
 constexpr auto kReplyTimeout = std::chrono::seconds(10);
+// Regions one client may have attached at once: each is a mapping and a descriptor of this
+// daemon's, and a client that attached without end would exhaust them for every other client.
+// The client library keeps a pool of a few per op in flight and one per SharedTensor.
+constexpr std::size_t kMaxRegionsPerClient = 4096;
 
 std::string clock_time(std::chrono::system_clock::time_point when) {
   const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
@@ -152,9 +156,14 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   static void attach(ClientSession& session, const proto::AttachRegion& request,
                      net::UniqueFd attached) {
     auto region = std::make_shared<net::SharedRegion>();
+    const bool full = session.regions().size() >= kMaxRegionsPerClient &&
+                      !session.regions().contains(request.region_id());
     const Status mapped =
-        attached.valid() ? net::SharedRegion::map(std::move(attached), request.bytes(), *region)
-                         : Status(ErrorCode::invalid_argument, "no descriptor came with it");
+        full               ? Status(ErrorCode::invalid_argument, "the client has attached " +
+                                                                     std::to_string(kMaxRegionsPerClient) +
+                                                                     " regions, as many as one client may")
+        : attached.valid() ? net::SharedRegion::map(std::move(attached), request.bytes(), *region)
+                           : Status(ErrorCode::invalid_argument, "no descriptor came with it");
     if (!mapped.ok()) {
       // The ops that name this region will fail with a clear error of their own.
       spdlog::warn("a client's shared-memory region {} is unusable: {}", request.region_id(),

@@ -226,6 +226,25 @@ TEST(ClusterClientInput, ACountWhoseBytesOverflowIsRefused) {
   expect_every_rank_still_serves(cluster);
 }
 
+// A client may attach many regions, but not without end: each is a mapping and a descriptor of
+// the daemon's. The one past the limit is refused (the op naming it fails), the others serve.
+TEST(ClusterClientInput, AClientCannotAttachRegionsWithoutEnd) {
+  testing::TestCluster cluster = testing::start_cluster(1);
+  RawClient client(cluster.cluster->sockets()[0]);
+  constexpr std::uint64_t kLimit = 4096;
+  std::vector<net::SharedRegion> regions(kLimit + 1);
+  for (std::uint64_t id = 1; id <= kLimit + 1; ++id) {
+    ASSERT_TRUE(net::SharedRegion::create(4096, regions[id - 1]).ok());
+    client.attach(id, regions[id - 1].fd(), 4096);
+  }
+  EXPECT_TRUE(client.allreduce(kLimit, 100).ok());
+  const Status refused = client.allreduce(kLimit + 1, 100);
+  EXPECT_EQ(refused.code(), ErrorCode::invalid_argument) << refused.to_string();
+  EXPECT_NE(cluster.cluster->log_of_worker(0).find("as many as one client may"), std::string::npos);
+  client.fd.reset();
+  expect_every_rank_still_serves(cluster);
+}
+
 // The client socket is its owner's alone: mode 0600, and a process of another user cannot
 // connect (root, which passes any file mode, plays that user in a child).
 TEST(ClusterClientInput, AnotherUsersProcessCannotConnect) {
