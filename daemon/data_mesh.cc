@@ -138,11 +138,12 @@ struct Arrival {
   asio::steady_timer deadline;
 };
 
-Status read_failure(const asio::error_code& error) {
+// Why a step of a connection's opening (hello, answer, proof) failed.
+Status step_failure(const asio::error_code& error) {
   return Status(ErrorCode::protocol_error,
                 error == asio::error::operation_aborted
                     ? "nothing within " + std::to_string(kHelloTimeout.count()) + " s"
-                    : "no hello: " + error.message());
+                    : "the connection failed: " + error.message());
 }
 
 }  // namespace
@@ -189,7 +190,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
         arrival->socket, asio::buffer(arrival->hello),
         [self = shared_from_this(), arrival](const asio::error_code& error, std::size_t) {
           FrameHeader header;
-          Status read = error ? read_failure(error) : engine::decode(arrival->hello, header);
+          Status read = error ? step_failure(error) : engine::decode(arrival->hello, header);
           if (!read.ok() || header.length == 0) {
             arrival->deadline.cancel();
             self->take(arrival, read);
@@ -199,7 +200,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
           asio::async_read(arrival->socket, asio::buffer(arrival->nonce),
                            [self, arrival](const asio::error_code& failed, std::size_t) {
                              arrival->deadline.cancel();
-                             self->take(arrival, failed ? read_failure(failed) : Status());
+                             self->take(arrival, failed ? step_failure(failed) : Status());
                            });
         });
   }
@@ -266,7 +267,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
           if (error) {
             arrival->deadline.cancel();
             std::lock_guard lock(self->mutex);
-            self->reject(*arrival, read_failure(error));
+            self->reject(*arrival, step_failure(error));
             return;
           }
           asio::async_read(
@@ -275,7 +276,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
                 arrival->deadline.cancel();
                 std::lock_guard lock(self->mutex);
                 if (failed) {
-                  self->reject(*arrival, read_failure(failed));
+                  self->reject(*arrival, step_failure(failed));
                 } else if (!net::same_proof(arrival->proof,
                                             mesh_proof(self->secret, End::connecting,
                                                        self->plan.generation, rank, self->plan.rank,
@@ -306,7 +307,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
     asio::error_code closed;
     const int fd = arrival.socket.release(closed);
     if (closed) {
-      reject(arrival, read_failure(asio::error::operation_aborted));
+      reject(arrival, step_failure(asio::error::operation_aborted));
       return;
     }
     accepted[rank] = net::UniqueFd(fd);

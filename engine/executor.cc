@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "collective/reduce_kernels.h"
@@ -142,9 +143,7 @@ class OpRun {
     const Collective collective = schedule_.shape.collective;
     // With a 16-bit wire, every rank holds a replicated result rounded to it, as it was sent.
     if (wire_ && result_is_replicated(collective) && ends_with_a_reduction(schedule_)) {
-      workspace_.converted.resize(on_the_wire(schedule_.result.length));
-      narrow_pieces({{locate(schedule_.result), schedule_.result.length}},
-                    workspace_.converted.data());
+      round_to_wire(schedule_.result);
     }
     if (collective == Collective::allreduce || collective == Collective::reduce_scatter) {
       finalize_average(options_.descriptor.dtype, options_.descriptor.op, locate(schedule_.result),
@@ -201,6 +200,13 @@ class OpRun {
     return data_bytes / schedule_.shape.element_size * element_size(*wire_);
   }
 
+  // Rounds the values of `span` to the wire type in place, where this rank keeps a value it sent
+  // (or that its peers were sent) rounded.
+  void round_to_wire(const Span& span) {
+    workspace_.converted.resize(on_the_wire(span.length));
+    narrow_pieces({{locate(span), span.length}}, workspace_.converted.data());
+  }
+
   // Rounds the values of `pieces` to the wire type in place, writing the narrowed values to
   // `narrowed` (sized by the caller) back to back.
   void narrow_pieces(const std::vector<Piece>& pieces, std::byte* narrowed) const {
@@ -252,10 +258,7 @@ class OpRun {
           if (workspace_.snapshots.size() == snapshots) workspace_.snapshots.emplace_back();
           auto& snapshot = workspace_.snapshots[snapshots++];
           // This rank keeps what it sends: rounded before the round reduces into it.
-          if (wire_) {
-            workspace_.converted.resize(on_the_wire(span.length));
-            narrow_pieces({{locate(span), span.length}}, workspace_.converted.data());
-          }
+          if (wire_) round_to_wire(span);
           snapshot.assign(locate(span), locate(span) + span.length);
           bases.push_back(snapshot.data());
         } else {
@@ -355,6 +358,9 @@ class OpRun {
       } while (finished_segments_ != finished_before && prepared_rounds_ > round_ + 1);
       polls.clear();
       poll_ranks.clear();
+      // The wait ends at the op's deadline, or earlier when a peer that is in the middle of a
+      // frame this rank reads would by then have stalled for too long.
+      net::Deadline until = options_.deadline;
       for (int peer = 0; peer < mesh_.world_size(); ++peer) {
         if (peer == mesh_.rank()) continue;
         PeerStream& stream = mesh_.peer(peer);
@@ -366,11 +372,12 @@ class OpRun {
         if (!deferred(peer)) events |= POLLIN;
         polls.push_back({stream.socket.get(), events, 0});
         poll_ranks.push_back(peer);
+        if (const auto stall = stall_deadline(peer); stall && stall->when() < until.when()) {
+          until = *stall;
+        }
       }
       if (options_.abort != nullptr) polls.push_back({options_.abort->fd(), POLLIN, 0});
-      const net::Deadline stall = earliest_stall();
-      const int ready = wait_for_events(
-          polls, stall.when() < options_.deadline.when() ? stall : options_.deadline);
+      const int ready = wait_for_events(polls, until);
       if (ready < 0 && errno != EINTR) {
         return Status(ErrorCode::internal, std::string("poll failed: ") + std::strerror(errno));
       }
@@ -421,20 +428,16 @@ class OpRun {
     return stream.header ? stream.payload_done < stream.header->length : stream.header_have > 0;
   }
 
-  // When the first peer that stopped in the middle of a frame will have stalled for too long;
-  // never, while none has. A peer's stall counts from its last byte or from when its frame
-  // became due, whichever is later.
-  net::Deadline earliest_stall() {
-    auto earliest = net::Clock::time_point::max();
-    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
-      if (peer == mesh_.rank() || !mid_frame(peer)) {
-        stalled_since_[peer].reset();
-        continue;
-      }
-      if (!stalled_since_[peer]) stalled_since_[peer] = net::Clock::now();
-      earliest = std::min(earliest, *stalled_since_[peer] + options_.stall_timeout);
+  // When `peer`, in the middle of a frame this rank reads, will have stalled for too long; none
+  // while it is not. A stall counts from the peer's last byte or from when its frame became due,
+  // whichever is later.
+  std::optional<net::Deadline> stall_deadline(int peer) {
+    if (!mid_frame(peer)) {
+      stalled_since_[peer].reset();
+      return std::nullopt;
     }
-    return net::Deadline(earliest);
+    if (!stalled_since_[peer]) stalled_since_[peer] = net::Clock::now();
+    return net::Deadline(*stalled_since_[peer] + options_.stall_timeout);
   }
 
   Status lose_stalled_peers() {
