@@ -97,6 +97,22 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
             std::string::npos)
       << reply.result().status().message();
 
+  // An unknown wire type in an otherwise valid request.
+  op.set_request_id(3);
+  op.set_dtype(to_proto(DataType::f32));
+  op.set_wire(static_cast<proto::DataType>(42));
+  std::thread third_peer([&] {
+    std::vector<float> data(100, 1.0f);
+    EXPECT_THROW(cluster.clients[1].allreduce(data.data(), data.size(), DataType::f32),
+                 ClientError);
+  });
+  ASSERT_TRUE(net::send_message(fd.get(), submit, deadline()).ok());
+  ASSERT_TRUE(reader.receive(reply, deadline()).ok());
+  third_peer.join();
+  EXPECT_NE(reply.result().status().message().find("unknown wire type in request 3"),
+            std::string::npos)
+      << reply.result().status().message();
+
   // Both daemons still serve, and the next correct op is right. Rank 0's ops come from a new
   // client once the raw one has gone; its op stream starts over, so rank 1's does too.
   fd.reset();
