@@ -7,6 +7,7 @@
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "engine/executor.h"
 #include "net/cpu_affinity.h"
 #include "net/message_stream.h"
+#include "net/socket_channels.h"
 #include "proto/convert.h"
 
 namespace gradsync::daemon {
@@ -86,7 +88,8 @@ class Worker {
     std::vector<net::UniqueFd> sockets;
     status = data_port.form_mesh(plan, net::Deadline::after(kMeshTimeout), abort_.fd(), sockets);
     if (!status.ok()) return fail("worker rank " + std::to_string(rank_) + ": " + status.message());
-    engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(sockets));
+    engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation,
+                          std::make_unique<net::SocketChannels>(std::move(sockets)));
     proto::GroupPlan plan_message;
     if (Status ready = prepare_plan(assignment, mesh, channel, plan_message); !ready.ok()) {
       return fail("worker rank " + std::to_string(rank_) + ": " + ready.message());

@@ -1,9 +1,5 @@
 #include "engine/executor.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -12,7 +8,6 @@
 #include <vector>
 
 #include "collective/reduce_kernels.h"
-#include "net/socket.h"
 
 namespace gradsync::engine {
 
@@ -92,11 +87,11 @@ bool has_multi_segment_message(const Schedule& schedule, std::uint64_t segment_b
 
 // Tells one peer why this rank gave up on an op; a peer that cannot be told is dropped, since its
 // stream would be left mid-frame.
-void send_abort(PeerStream& stream, const ExecuteOptions& options, std::uint64_t generation,
-                std::uint32_t round, const Status& reason, net::Deadline deadline) {
+void send_abort(PeerMesh& mesh, int peer, const ExecuteOptions& options, std::uint32_t round,
+                const Status& reason, net::Deadline deadline) {
   FrameHeader header;
   header.kind = FrameKind::abort;
-  header.generation = generation;
+  header.generation = mesh.generation();
   header.op_id = options.op_id;
   header.round = round;
   header.segment = static_cast<std::uint32_t>(reason.code());
@@ -104,10 +99,10 @@ void send_abort(PeerStream& stream, const ExecuteOptions& options, std::uint64_t
   header.descriptor = options.descriptor;
   const EncodedHeader bytes = encode(header);
   const auto text = std::as_bytes(std::span(reason.message().data(), header.length));
-  if (!net::write_all(stream.socket.get(), bytes, deadline).ok() ||
-      !net::write_all(stream.socket.get(), text, deadline).ok()) {
-    stream.lost_reason = "could not deliver the abort of a failed op";
-    stream.socket.reset();
+  if (!net::send_all(mesh.channels(), peer, bytes, deadline).ok() ||
+      !net::send_all(mesh.channels(), peer, text, deadline).ok()) {
+    mesh.peer(peer).lost_reason = "could not deliver the abort of a failed op";
+    mesh.channels().disconnect(peer);
   }
 }
 
@@ -335,14 +330,12 @@ class OpRun {
   }
 
   Status transfer() {
-    std::vector<pollfd> polls;
-    std::vector<int> poll_ranks;
     while (true) {
-      // Sends go out before the first poll: a socket that took the last write whole almost
+      // Sends go out before the first wait: a channel that took the last write whole almost
       // always takes the next. Then whatever is already read ahead, or likely waiting, is
       // consumed (a header read ahead of its time may have become current with this round).
       // A segment finished with one peer may free a segment of an early round for another, whose
-      // frame may already sit in its read-ahead buffer, where poll cannot see it: so the pass
+      // frame may already sit in its read-ahead buffer, where a wait cannot see it: so the pass
       // repeats until it finishes nothing.
       std::uint64_t finished_before = 0;
       do {
@@ -356,8 +349,7 @@ class OpRun {
         }
         if (round_done()) return {};
       } while (finished_segments_ != finished_before && prepared_rounds_ > round_ + 1);
-      polls.clear();
-      poll_ranks.clear();
+      interests_.clear();
       // The wait ends at the op's deadline, or earlier when a peer that is in the middle of a
       // frame this rank reads would by then have stalled for too long.
       net::Deadline until = options_.deadline;
@@ -368,18 +360,16 @@ class OpRun {
           return Status(ErrorCode::peer_lost,
                         "lost rank " + std::to_string(peer) + ": " + stream.lost_reason);
         }
-        short events = may_send_next(peer) ? POLLOUT : 0;
-        if (!deferred(peer)) events |= POLLIN;
-        polls.push_back({stream.socket.get(), events, 0});
-        poll_ranks.push_back(peer);
+        interests_.push_back({peer, !deferred(peer), may_send_next(peer)});
         if (const auto stall = stall_deadline(peer); stall && stall->when() < until.when()) {
           until = *stall;
         }
       }
-      if (options_.abort != nullptr) polls.push_back({options_.abort->fd(), POLLIN, 0});
-      const int ready = wait_for_events(polls, until);
+      events_.resize(interests_.size());
+      const int ready = mesh_.channels().wait(
+          interests_, events_, options_.abort ? options_.abort->fd() : -1, until, options_.spin);
       if (ready < 0 && errno != EINTR) {
-        return Status(ErrorCode::internal, std::string("poll failed: ") + std::strerror(errno));
+        return Status(ErrorCode::internal, std::string("waiting failed: ") + std::strerror(errno));
       }
       if (options_.abort != nullptr && options_.abort->raised()) return options_.abort->reason();
       if (ready == 0) {
@@ -391,33 +381,21 @@ class OpRun {
                                                         std::to_string(schedule_.rounds.size()) +
                                                         ", waiting for rank " + waiting_for());
       }
-      for (std::size_t i = 0; i < poll_ranks.size(); ++i) {
-        const int peer = poll_ranks[i];
+      if (ready <= 0) continue;
+      for (std::size_t i = 0; i < interests_.size(); ++i) {
+        const int peer = interests_[i].peer;
         PeerStream& stream = mesh_.peer(peer);
-        if (polls[i].revents & POLLOUT) {
+        if (events_[i].writable) {
           stream.may_write = true;
           if (Status status = write_to(peer); !status.ok()) return status;
         }
-        if ((polls[i].revents & (POLLHUP | POLLERR)) && deferred(peer)) {
-          return lose(peer, "connection closed");
-        }
-        if (polls[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (events_[i].hung_up && deferred(peer)) return lose(peer, "connection closed");
+        if (events_[i].readable) {
           stream.may_read = true;
           if (Status status = read_from(peer); !status.ok()) return status;
         }
       }
     }
-  }
-
-  // Spins on a non-blocking poll for up to spin_us before blocking: waking a blocked thread costs
-  // tens of microseconds on small machines, more than a whole small message takes.
-  int wait_for_events(std::vector<pollfd>& polls, net::Deadline until) {
-    const auto spin_until = net::Clock::now() + options_.spin;
-    while (net::Clock::now() < spin_until) {
-      const int ready = ::poll(polls.data(), polls.size(), 0);
-      if (ready != 0) return ready;
-    }
-    return ::poll(polls.data(), polls.size(), until.poll_timeout_ms());
   }
 
   // Whether this rank is reading a frame from `peer` that has begun and not ended: the rest of
@@ -487,20 +465,17 @@ class OpRun {
         parts[count++] = {piece.address + skip, piece.length - skip};
         skip = 0;
       }
-      msghdr message{};
-      message.msg_iov = parts;
-      message.msg_iovlen = static_cast<std::size_t>(count);
-      const ssize_t written = ::sendmsg(stream.socket.get(), &message, MSG_NOSIGNAL);
-      if (written < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-          stream.may_write = false;
-          return {};
-        }
-        return lose(peer, std::string("sending failed: ") + std::strerror(errno));
+      const net::IoResult sent = mesh_.channels().send(peer, std::span(parts, count));
+      if (sent.outcome == net::IoOutcome::would_block) {
+        stream.may_write = false;
+        return {};
       }
-      segment.written += static_cast<std::uint64_t>(written);
+      if (sent.outcome != net::IoOutcome::done) {
+        return lose(peer, std::string("sending failed: ") + std::strerror(sent.error));
+      }
+      segment.written += sent.bytes;
       if (segment.written < segment.total) {
-        stream.may_write = false;  // the socket's buffer is full
+        stream.may_write = false;  // the channel's buffer is full
         return {};
       }
       outgoing_[peer].pop_front();
@@ -523,8 +498,8 @@ class OpRun {
            waits_for_earlier_round(expected.round, expected.pieces, true);
   }
 
-  // Gives up to `wanted` bytes of the stream: first what was read ahead, then, if the socket may
-  // have more, from the socket; `got` is 0 once nothing is left without waiting. A small want is
+  // Gives up to `wanted` bytes of the stream: first what was read ahead, then, if the channel may
+  // have more, from the channel; `got` is 0 once nothing is left without waiting. A small want is
   // read through the read-ahead buffer, so that the frames behind it come in the same read; a
   // large one goes straight into `bytes`.
   Status receive_some(int peer, std::byte* bytes, std::uint64_t wanted, std::uint64_t& got) {
@@ -537,23 +512,27 @@ class OpRun {
       }
       std::byte* into = through_buffer ? stream.read_ahead.data() : bytes;
       const std::size_t room = through_buffer ? kReadAheadBytes : wanted;
-      const ssize_t count = ::recv(stream.socket.get(), into, room, 0);
-      if (count == 0) return lose(peer, "connection closed");
-      if (count < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          return lose(peer, std::string("receiving failed: ") + std::strerror(errno));
-        }
-        stream.may_read = false;
-        return {};
+      const net::IoResult received = mesh_.channels().receive(peer, into, room);
+      switch (received.outcome) {
+        case net::IoOutcome::done:
+          break;
+        case net::IoOutcome::would_block:
+          stream.may_read = false;
+          return {};
+        case net::IoOutcome::closed:
+          return lose(peer, "connection closed");
+        case net::IoOutcome::failed:
+          return lose(peer, std::string("receiving failed: ") + std::strerror(received.error));
       }
-      // A short read emptied the socket's queue.
-      if (static_cast<std::size_t>(count) < room) stream.may_read = false;
+      const std::size_t count = received.bytes;
+      // A short read emptied the channel's queue.
+      if (count < room) stream.may_read = false;
       if (!through_buffer) {
-        got = static_cast<std::uint64_t>(count);
+        got = count;
         return {};
       }
       stream.read_ahead_begin = 0;
-      stream.read_ahead_end = static_cast<std::size_t>(count);
+      stream.read_ahead_end = count;
     }
     got = std::min<std::uint64_t>(wanted, stream.read_ahead_end - stream.read_ahead_begin);
     if (got > 0) std::memcpy(bytes, stream.read_ahead.data() + stream.read_ahead_begin, got);
@@ -561,7 +540,7 @@ class OpRun {
     return {};
   }
 
-  // Consumes frames from `peer` as far as the socket and this rank's progress allow.
+  // Consumes frames from `peer` as far as the channel and this rank's progress allow.
   Status read_from(int peer) {
     PeerStream& stream = mesh_.peer(peer);
     if (stream.lost()) return {};
@@ -607,7 +586,7 @@ class OpRun {
   }
 
   Status protocol_violation(int peer, const std::string& what) {
-    mesh_.peer(peer).socket.reset();  // the stream can no longer be trusted
+    mesh_.channels().disconnect(peer);  // the stream can no longer be trusted
     return lose(peer, "protocol error: " + what);
   }
 
@@ -733,16 +712,18 @@ class OpRun {
         const auto written_before = outgoing_[peer].front().written;
         if (!write_to(peer).ok()) break;
         if (!outgoing_[peer].empty() && outgoing_[peer].front().written == written_before) {
-          net::wait_writable(stream.socket.get(), flush_deadline);
+          const net::ChannelInterest writable{peer, false, true};
+          net::ChannelEvents events;
+          mesh_.channels().wait(std::span(&writable, 1), std::span(&events, 1), -1, flush_deadline,
+                                std::chrono::microseconds(0));
         }
       }
       if (!outgoing_[peer].empty() && outgoing_[peer].front().written > 0) {
         stream.lost_reason = "a frame could not be completed after a failure";
-        stream.socket.reset();
+        mesh_.channels().disconnect(peer);
         continue;
       }
-      send_abort(stream, options_, mesh_.generation(), static_cast<std::uint32_t>(round_), reason,
-                 flush_deadline);
+      send_abort(mesh_, peer, options_, static_cast<std::uint32_t>(round_), reason, flush_deadline);
     }
     return reason;
   }
@@ -767,6 +748,8 @@ class OpRun {
   std::vector<std::optional<net::Clock::time_point>> stalled_since_;
   std::vector<std::byte> trash_;
   std::vector<std::byte> abort_text_;
+  std::vector<net::ChannelInterest> interests_;  // what each wait watches, and what it found
+  std::vector<net::ChannelEvents> events_;
 };
 
 }  // namespace
@@ -779,9 +762,8 @@ Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mes
 void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason) {
   const auto deadline = net::Deadline::after(std::chrono::seconds(1));
   for (int peer = 0; peer < mesh.world_size(); ++peer) {
-    PeerStream& stream = mesh.peer(peer);
-    if (peer == mesh.rank() || stream.lost()) continue;
-    send_abort(stream, options, mesh.generation(), 0, reason, deadline);
+    if (peer == mesh.rank() || mesh.peer(peer).lost()) continue;
+    send_abort(mesh, peer, options, 0, reason, deadline);
   }
 }
 

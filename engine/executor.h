@@ -1,7 +1,8 @@
 // Runs one rank's Schedule over its PeerMesh (DESIGN.md §4). Every transfer is cut into segments;
-// within a round all sends and receives progress together in one poll loop, payloads land straight
-// in their destination (or in one scratch segment per peer, to be reduced), and every frame's
-// header is checked against what this rank expects before any byte of it is used.
+// within a round all sends and receives progress together in one loop that waits on every
+// channel, payloads land straight in their destination (or in one scratch segment per peer, to be
+// reduced), and every frame's header is checked against what this rank expects before any byte of
+// it is used.
 //
 // On failure (a mismatched peer, a lost peer, a bad frame, the deadline, an abort from the
 // coordinator) this rank finishes any half-written frame, tells every peer why with an abort

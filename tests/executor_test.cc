@@ -1,4 +1,5 @@
-// The engine runs real schedules over in-process socket pairs (no TCP): every rank is a thread.
+// The engine runs real schedules over in-process socket pairs (no TCP), and over channels in
+// memory: every rank is a thread.
 #include "engine/executor.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,8 @@
 #include "collective/reduce_kernels.h"
 #include "collective/wire_type.h"
 #include "net/socket.h"
+#include "net/socket_channels.h"
+#include "support/memory_channels.h"
 #include "support/tensor_values.h"
 
 namespace gradsync::engine {
@@ -22,8 +25,8 @@ namespace {
 
 using gradsync::testing::Bytes;
 
-// One PeerMesh per rank, every pair joined by a socketpair.
-std::vector<PeerMesh> connected_meshes(int p) {
+// Every pair of p ranks joined by a socketpair: sockets[a][b] is a's end of its connection to b.
+std::vector<std::vector<net::UniqueFd>> socket_pairs(int p) {
   std::vector<std::vector<net::UniqueFd>> sockets(p);
   for (auto& row : sockets) row.resize(p);
   for (int a = 0; a < p; ++a) {
@@ -34,9 +37,28 @@ std::vector<PeerMesh> connected_meshes(int p) {
       sockets[b][a].reset(pair[1]);
     }
   }
+  return sockets;
+}
+
+PeerMesh socket_mesh(int rank, std::vector<net::UniqueFd> sockets) {
+  const int p = static_cast<int>(sockets.size());
+  return PeerMesh(rank, p, 1, std::make_unique<net::SocketChannels>(std::move(sockets)));
+}
+
+// One PeerMesh per rank, every pair joined by a socketpair.
+std::vector<PeerMesh> connected_meshes(int p) {
+  auto sockets = socket_pairs(p);
   std::vector<PeerMesh> meshes;
-  for (int r = 0; r < p; ++r) meshes.emplace_back(r, p, 1, std::move(sockets[r]));
+  for (int r = 0; r < p; ++r) meshes.push_back(socket_mesh(r, std::move(sockets[r])));
   return meshes;
+}
+
+// Rank 0's mesh in a group of two, and rank 1's end of their connection, for a test to play
+// rank 1 by hand.
+std::pair<PeerMesh, net::UniqueFd> mesh_and_hand_played_peer() {
+  auto sockets = socket_pairs(2);
+  net::UniqueFd peer = std::move(sockets[1][0]);
+  return {socket_mesh(0, std::move(sockets[0])), std::move(peer)};
 }
 
 // Runs `body(rank)` on one thread per rank.
@@ -59,10 +81,10 @@ ExecuteOptions options_for(const OpShape& shape, Algorithm algorithm, DataType t
 
 using OpCase = std::tuple<std::uint64_t, DataType, ReduceOp>;
 
-// Runs `ops` back to back on one mesh per rank and checks every rank's result.
-void expect_closed_form_results(Algorithm algorithm, int p, const std::vector<OpCase>& ops,
-                                std::size_t segment_bytes) {
-  auto meshes = connected_meshes(p);
+// Runs `ops` back to back on `meshes`, one per rank, and checks every rank's result.
+void expect_closed_form_results(Algorithm algorithm, std::vector<PeerMesh> meshes,
+                                const std::vector<OpCase>& ops, std::size_t segment_bytes) {
+  const int p = static_cast<int>(meshes.size());
   std::vector<std::vector<Status>> statuses(p, std::vector<Status>(ops.size()));
   std::vector<std::vector<Bytes>> results(p, std::vector<Bytes>(ops.size()));
   on_every_rank(p, [&](int r) {
@@ -100,7 +122,7 @@ TEST_P(ExecutorAllreduce, MatchesTheClosedFormOverSocketPairs) {
         ops.emplace_back(n, type, op);
     }
   }
-  expect_closed_form_results(algorithm, p, ops, 64);
+  expect_closed_form_results(algorithm, connected_meshes(p), ops, 64);
 }
 
 // Segments larger than the read-ahead buffer, and tiny ops between them: a frame's payload
@@ -113,7 +135,7 @@ TEST_P(ExecutorAllreduce, LargeAndTinyFramesShareAStream) {
                                    {3, DataType::i64, ReduceOp::max},
                                    {70'001, DataType::bf16, ReduceOp::avg},
                                    {2, DataType::f32, ReduceOp::sum}};
-  expect_closed_form_results(algorithm, p, ops, 10'000);
+  expect_closed_form_results(algorithm, connected_meshes(p), ops, 10'000);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -125,6 +147,59 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(name(std::get<0>(param_info.param))) + "_p" +
              std::to_string(std::get<1>(param_info.param));
     });
+
+// The same ops over channels in memory that move one byte, or 7, per call and hold 100 bytes:
+// every frame arrives cut at every place, and every sender meets a full channel, where a rank
+// that finished its sends before it read would never finish.
+class ExecutorOverMemory
+    : public ::testing::TestWithParam<std::tuple<Algorithm, int, std::size_t>> {};
+
+TEST_P(ExecutorOverMemory, MatchesTheClosedFormWithFramesCutAnywhere) {
+  const auto [algorithm, p, bytes_per_call] = GetParam();
+  gradsync::testing::MemoryNetwork network(p, {100, bytes_per_call});
+  std::vector<PeerMesh> meshes;
+  for (int r = 0; r < p; ++r) meshes.emplace_back(r, p, 1, network.channels_of(r));
+  std::vector<OpCase> ops;
+  for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{257}}) {
+    ops.emplace_back(n, DataType::f32, ReduceOp::sum);
+    ops.emplace_back(n, DataType::i64, ReduceOp::max);
+    ops.emplace_back(n, DataType::bf16, ReduceOp::avg);
+  }
+  expect_closed_form_results(algorithm, std::move(meshes), ops, 64);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllAlgorithms, ExecutorOverMemory,
+    ::testing::Combine(::testing::ValuesIn(algorithms_for(Collective::allreduce).begin(),
+                                           algorithms_for(Collective::allreduce).end()),
+                       ::testing::Values(1, 2, 3, 5, 8), ::testing::Values(1, 7)),
+    [](const auto& param_info) {
+      return std::string(name(std::get<0>(param_info.param))) + "_p" +
+             std::to_string(std::get<1>(param_info.param)) + "_" +
+             std::to_string(std::get<2>(param_info.param)) + "_bytes_per_call";
+    });
+
+// A rank whose channels close while its peers run: they fail naming it, as over sockets.
+TEST(Executor, ALostPeerFailsTheOpOverMemoryToo) {
+  const int p = 3;
+  gradsync::testing::MemoryNetwork network(p, {});
+  std::vector<PeerMesh> meshes;
+  for (int r = 0; r < p; ++r) meshes.emplace_back(r, p, 1, network.channels_of(r));
+  meshes[2].channels().disconnect(0);
+  meshes[2].channels().disconnect(1);
+  std::vector<Status> statuses(2);
+  on_every_rank(2, [&](int r) {
+    const OpShape shape{Collective::allreduce, p, 1000, 4};
+    Bytes data(4000);
+    statuses[r] =
+        execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr}, meshes[r],
+                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r].code(), ErrorCode::peer_lost) << statuses[r].to_string();
+    EXPECT_NE(statuses[r].message().find("rank 2"), std::string::npos) << statuses[r].message();
+  }
+}
 
 TEST(Executor, BruckAlltoallMovesEveryBlock) {
   const int p = 5;
@@ -196,7 +271,7 @@ class HandPlayedPeer {
 // Round 0 receives two segments, round 1 sends them on: each goes out as soon as it is in, not
 // once the whole round is (DESIGN.md §4).
 TEST(Executor, ASegmentIsForwardedBeforeItsRoundEnds) {
-  auto meshes = connected_meshes(2);
+  auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const std::uint64_t segment = 4096;
   const OpShape shape{Collective::allreduce, 2, 2 * segment / 4, 4};
   Schedule schedule = empty_schedule(shape, Algorithm::ring, 0);
@@ -207,10 +282,8 @@ TEST(Executor, ASegmentIsForwardedBeforeItsRoundEnds) {
       options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, segment);
   Bytes data(2 * segment);
   Status status;
-  std::thread rank0([&] {
-    status = execute(schedule, {data.data(), nullptr}, meshes[0], options);
-  });
-  HandPlayedPeer rank1(meshes[1].peer(0).socket.get(), options);
+  std::thread rank0([&] { status = execute(schedule, {data.data(), nullptr}, mesh, options); });
+  HandPlayedPeer rank1(rank1_socket.get(), options);
   const Bytes first = gradsync::testing::pattern(1, 0, segment);
   const Bytes second = gradsync::testing::pattern(1, 1, segment);
   rank1.send(0, 0, 0, first);
@@ -224,7 +297,7 @@ TEST(Executor, ASegmentIsForwardedBeforeItsRoundEnds) {
 // Round 0 sends a tensor larger than the socket holds, round 1 receives into the same bytes, and
 // the peer sends round 1 at once: those frames must wait until round 0's bytes are all out.
 TEST(Executor, AnEarlyReceiveWaitsUntilItsBytesAreSent) {
-  auto meshes = connected_meshes(2);
+  auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const std::uint64_t bytes = 8 << 20, segment = 64 << 10;
   const OpShape shape{Collective::allreduce, 2, bytes / 4, 4};
   Schedule schedule = empty_schedule(shape, Algorithm::ring, 0);
@@ -237,10 +310,8 @@ TEST(Executor, AnEarlyReceiveWaitsUntilItsBytesAreSent) {
   const Bytes replacement = gradsync::testing::pattern(1, 1, bytes);
   Bytes data = original;
   Status status;
-  std::thread rank0([&] {
-    status = execute(schedule, {data.data(), nullptr}, meshes[0], options);
-  });
-  HandPlayedPeer rank1(meshes[1].peer(0).socket.get(), options);
+  std::thread rank0([&] { status = execute(schedule, {data.data(), nullptr}, mesh, options); });
+  HandPlayedPeer rank1(rank1_socket.get(), options);
   std::thread writer([&] {
     for (std::uint64_t offset = 0; offset < bytes; offset += segment) {
       rank1.send(1, static_cast<std::uint32_t>(offset / segment), offset,
@@ -294,7 +365,7 @@ TEST(Executor, AMismatchedCountFailsEveryRankNamingBothSides) {
 TEST(Executor, ALostPeerFailsTheOpNamingIt) {
   const int p = 3;
   auto meshes = connected_meshes(p);
-  meshes[2] = PeerMesh(2, p, 1, std::vector<net::UniqueFd>(p));  // rank 2 dies: its sockets close
+  meshes[2] = socket_mesh(2, std::vector<net::UniqueFd>(p));  // rank 2 dies: its sockets close
   std::vector<Status> statuses(2);
   on_every_rank(2, [&](int r) {
     const OpShape shape{Collective::allreduce, p, 1000, 4};
@@ -313,7 +384,7 @@ TEST(Executor, ALostPeerFailsTheOpNamingIt) {
 // protocol error naming the code; it neither succeeds nor brings the daemon down.
 TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
   for (const std::uint32_t code : {0u, 9u, 255u}) {
-    auto meshes = connected_meshes(2);
+    auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
     const OpShape shape{Collective::allreduce, 2, 10, 4};
     FrameHeader abort;
     abort.kind = FrameKind::abort;
@@ -322,15 +393,15 @@ TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
     abort.segment = code;
     abort.length = 4;
     const EncodedHeader header = encode(abort);
-    ASSERT_TRUE(net::write_all(meshes[1].peer(0).socket.get(), header,
-                               net::Deadline::after(std::chrono::seconds(1)))
-                    .ok());
-    ASSERT_TRUE(net::write_all(meshes[1].peer(0).socket.get(), std::as_bytes(std::span("evil", 4)),
+    ASSERT_TRUE(
+        net::write_all(rank1_socket.get(), header, net::Deadline::after(std::chrono::seconds(1)))
+            .ok());
+    ASSERT_TRUE(net::write_all(rank1_socket.get(), std::as_bytes(std::span("evil", 4)),
                                net::Deadline::after(std::chrono::seconds(1)))
                     .ok());
     Bytes data(40);
     const Status status =
-        execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr}, meshes[0],
+        execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr}, mesh,
                 options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
     EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
     EXPECT_NE(status.message().find("an abort with error code " + std::to_string(code)),
@@ -343,14 +414,14 @@ TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
 // the stall timeout, long before the op's deadline; one that sends nothing at all is only late
 // (ASilentPeerHitsTheDeadline).
 TEST(Executor, APeerThatStopsMidFrameIsLostAfterTheStallTimeout) {
-  auto meshes = connected_meshes(2);
+  auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const OpShape shape{Collective::allreduce, 2, 1000, 4};
   FrameHeader frame;
   frame.generation = 1;
   frame.op_id = 1;
   frame.length = 2000;
   const EncodedHeader header = encode(frame);
-  ASSERT_TRUE(net::write_all(meshes[1].peer(0).socket.get(), std::span(header).first(30),
+  ASSERT_TRUE(net::write_all(rank1_socket.get(), std::span(header).first(30),
                              net::Deadline::after(std::chrono::seconds(1)))
                   .ok());
   Bytes data(4000);
@@ -358,8 +429,8 @@ TEST(Executor, APeerThatStopsMidFrameIsLostAfterTheStallTimeout) {
       options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 1 << 20);
   options.stall_timeout = std::chrono::milliseconds(300);
   const auto start = std::chrono::steady_clock::now();
-  const Status status = execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr},
-                                meshes[0], options);
+  const Status status =
+      execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr}, mesh, options);
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
   EXPECT_NE(status.message().find("stopped sending in the middle of a frame for 300 ms"),
