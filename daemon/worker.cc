@@ -23,7 +23,6 @@
 #include "daemon/link_prober.h"
 #include "engine/abort_signal.h"
 #include "engine/executor.h"
-#include "net/asio_channels.h"
 #include "net/cpu_affinity.h"
 #include "net/message_stream.h"
 #include "net/socket_channels.h"
@@ -89,15 +88,8 @@ class Worker {
     std::vector<net::UniqueFd> sockets;
     status = data_port.form_mesh(plan, net::Deadline::after(kMeshTimeout), abort_.fd(), sockets);
     if (!status.ok()) return fail("worker rank " + std::to_string(rank_) + ": " + status.message());
-    // The experiment's switch: GRADSYNC_DATA_CHANNELS=asio.
-    std::unique_ptr<net::DataChannels> channels;
-    if (const char* kind = std::getenv("GRADSYNC_DATA_CHANNELS");
-        kind && std::string(kind) == "asio") {
-      channels = net::make_asio_channels(std::move(sockets));
-    } else {
-      channels = std::make_unique<net::SocketChannels>(std::move(sockets));
-    }
-    engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation, std::move(channels));
+    engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation,
+                          std::make_unique<net::SocketChannels>(std::move(sockets)));
     proto::GroupPlan plan_message;
     if (Status ready = prepare_plan(assignment, mesh, channel, plan_message); !ready.ok()) {
       return fail("worker rank " + std::to_string(rank_) + ": " + ready.message());
