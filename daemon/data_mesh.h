@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collective/status.h"
+#include "daemon/mesh_plan.h"
 #include "net/deadline.h"
 #include "net/group_secret.h"
 #include "net/socket.h"
@@ -20,13 +21,6 @@ class io_context;
 }
 
 namespace gradsync::daemon {
-
-struct MeshPlan {
-  int rank = 0;
-  int world_size = 1;
-  std::uint64_t generation = 0;
-  std::vector<net::HostPort> peers;  // by rank
-};
 
 class DataPort {
  public:

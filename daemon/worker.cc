@@ -79,9 +79,10 @@ class Worker {
     Status status = channel.next(config_.join_timeout, "the group to form", message);
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
     if (status.ok()) status = check_coordinator(message.assignment());
+    MeshPlan plan;
+    if (status.ok()) status = mesh_plan_from(message.assignment(), plan);
     if (!status.ok()) return fail("worker: " + status.message());
     const proto::Assignment assignment = message.assignment();
-    const MeshPlan plan = plan_from(assignment);
     rank_ = plan.rank;
     spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
                  plan.generation);
@@ -257,19 +258,6 @@ class Worker {
                   "the coordinator at " + config_.coordinator.to_string() +
                       " does not prove the group secret (one without --secret-file, or with "
                       "another secret)");
-  }
-
-  static MeshPlan plan_from(const proto::Assignment& assignment) {
-    MeshPlan plan{assignment.rank(), assignment.world_size(), assignment.generation(), {}};
-    plan.peers.resize(assignment.world_size());
-    for (const proto::Peer& peer : assignment.peers()) {
-      net::HostPort address;
-      if (net::parse_host_port(peer.data_address(), address).ok() && peer.rank() >= 0 &&
-          peer.rank() < assignment.world_size()) {
-        plan.peers[peer.rank()] = address;
-      }
-    }
-    return plan;
   }
 
   // Checks a client's request against what this daemon can run; fills the op's shape.

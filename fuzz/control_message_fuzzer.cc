@@ -1,8 +1,8 @@
 // Every control message a daemon receives, as arbitrary bytes: parsed as a worker's message and
 // handed to the coordinator's membership state machine as a stranger's first message, and as a
 // member's message once a group of two (with a secret) has formed, then the clock runs out; and
-// parsed as a coordinator's message, whose plan a worker checks. Nothing may crash, and a group
-// with a secret admits nobody who cannot prove it.
+// parsed as a coordinator's message, whose assignment and plan a worker checks. Nothing may crash,
+// and a group with a secret admits nobody who cannot prove it.
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
@@ -12,6 +12,7 @@
 
 #include "daemon/join_proofs.h"
 #include "daemon/membership.h"
+#include "daemon/mesh_plan.h"
 #include "proto/convert.h"
 
 namespace {
@@ -50,10 +51,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   proto::CoordinatorToWorker from_coordinator;
-  if (from_coordinator.ParseFromArray(data, static_cast<int>(size)) &&
-      from_coordinator.has_plan()) {
+  if (from_coordinator.ParseFromArray(data, static_cast<int>(size))) {
     GroupPlan plan;
-    (void)from_proto(from_coordinator.plan(), plan);
+    if (from_coordinator.has_plan()) (void)from_proto(from_coordinator.plan(), plan);
+    MeshPlan mesh;
+    if (from_coordinator.has_assignment() &&
+        mesh_plan_from(from_coordinator.assignment(), mesh).ok() &&
+        mesh.peers.size() != static_cast<std::size_t>(mesh.world_size)) {
+      __builtin_trap();
+    }
   }
   proto::WorkerToCoordinator message;
   if (!message.ParseFromArray(data, static_cast<int>(size))) return 0;

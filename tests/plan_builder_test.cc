@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "net/message_stream.h"
 #include "proto/convert.h"
 
 namespace gradsync::daemon {
@@ -60,6 +61,19 @@ TEST(PlanBuilder, AGroupTooLargeForALinkTableGetsItsSlowestLinkEverywhere) {
   EXPECT_FALSE(plan.network.per_link());
   EXPECT_DOUBLE_EQ(plan.network.alpha_us, 10.0);
   EXPECT_DOUBLE_EQ(plan.network.beta_us_per_byte, 0.002);
+}
+
+// The plan goes to every worker as one control message, at every world size a group may have:
+// the largest is the largest group that still lists its links.
+TEST(PlanBuilder, TheLargestPlanFitsInAControlMessage) {
+  const GroupPlan plan = plan_from_reports(1, reports(kMaxPerLinkRanks, 10.0, 0.001, 0, 1));
+  proto::GroupPlan message;
+  to_proto(plan, message);
+  EXPECT_LT(message.ByteSizeLong(), net::kMaxControlMessageBytes);
+  GroupPlan decoded;
+  ASSERT_TRUE(from_proto(message, decoded).ok());
+  EXPECT_TRUE(decoded.network.per_link());
+  EXPECT_EQ(decoded.world_size, kMaxPerLinkRanks);
 }
 
 // The message check_probe_report gives rank `rank`'s `report` in a group of 3.
