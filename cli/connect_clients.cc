@@ -28,8 +28,12 @@ std::vector<Client> connect_clients(const std::vector<std::string>& paths,
       try {
         clients.push_back(Client::connect(path));
         break;
-      } catch (const ClientError&) {
-        if (std::chrono::steady_clock::now() > give_up) throw;
+      } catch (const ClientError& error) {
+        // A daemon still starting is waited for; one that refuses this client has said its last.
+        if (error.code() == ErrorCode::unauthenticated ||
+            std::chrono::steady_clock::now() > give_up) {
+          throw;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }

@@ -80,6 +80,7 @@ class ClientConnection {
     throw_if_failed(net::send_message(socket_.get(), request, deadline));
     proto::DaemonToClient reply;
     throw_if_failed(reader_.receive(reply, deadline));
+    if (reply.has_refused()) throw ClientError(from_proto(reply.refused()));
     if (!reply.has_hello()) {
       throw ClientError(Status(ErrorCode::protocol_error, "the daemon did not answer the hello"));
     }

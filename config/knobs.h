@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <string_view>
 
 namespace gradsync::knobs {
@@ -56,6 +57,15 @@ inline constexpr Knob<int> kStallTimeoutMs{
     10,
     600'000,
     "A peer that stops sending in the middle of a frame is lost after this long",
+    kWorker};
+inline constexpr Knob<int> kClientUid{
+    "--client-uid",
+    "GRADSYNC_CLIENT_UID",
+    -1,
+    -1,
+    std::numeric_limits<int>::max(),
+    "Also serve local clients running as this user id (default: only the daemon's own user and "
+    "root)",
     kWorker};
 inline constexpr Knob<int> kJoinTimeoutMs{"--join-timeout-ms",
                                           "GRADSYNC_JOIN_TIMEOUT_MS",

@@ -1,6 +1,7 @@
 #include "daemon/client_server.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
@@ -59,9 +60,11 @@ class ClientSession {
 };
 
 struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
-  State(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello_in,
-        proto::GroupPlan plan_in, OpRunner run_in, StatusSource status_in)
+  State(asio::io_context& io, net::UniqueFd listener, int client_uid_in,
+        proto::DaemonHello hello_in, proto::GroupPlan plan_in, OpRunner run_in,
+        StatusSource status_in)
       : acceptor(io),
+        client_uid(client_uid_in),
         hello(std::move(hello_in)),
         plan(std::move(plan_in)),
         run(std::move(run_in)),
@@ -73,7 +76,10 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     acceptor.async_accept(
         [self = shared_from_this()](const asio::error_code& error, stream_protocol::socket socket) {
           if (error == asio::error::operation_aborted) return;
-          if (!error) {
+          if (!error && !self->admits(socket)) {
+            asio::error_code ignored;
+            socket.close(ignored);
+          } else if (!error) {
             auto session = std::make_shared<ClientSession>(std::move(socket));
             self->sessions[session.get()] = session;
             self->read(session);
@@ -82,6 +88,27 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
           }
           self->accept();
         });
+  }
+
+  // Whether the client's user may use this rank: the socket file is the user's own (mode 0600),
+  // so another user's client has been let in by hand, and would read and write the group's
+  // tensors. One that may not is told why.
+  bool admits(stream_protocol::socket& socket) const {
+    const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
+    const long own = static_cast<long>(::geteuid());
+    if (peer.uid == own || peer.uid == 0 || (client_uid >= 0 && peer.uid == client_uid)) {
+      return true;
+    }
+    const std::string why = "rank " + std::to_string(hello.rank()) + "'s daemon runs as uid " +
+                            std::to_string(own) + " and serves no client of uid " +
+                            std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
+                            "; --client-uid names one more user to serve)";
+    spdlog::warn("refused a client: {}", why);
+    proto::DaemonToClient refusal;
+    to_proto(Status(ErrorCode::unauthenticated, why), *refusal.mutable_refused());
+    (void)net::send_message(socket.native_handle(), refusal,
+                            net::Deadline::after(std::chrono::milliseconds(100)));
+    return false;
   }
 
   void read(const std::shared_ptr<ClientSession>& session) {
@@ -191,7 +218,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     }
     submitter = session.get();
     submitted = 0;
-    submitter_pid = net::peer_pid(session->socket().native_handle());
+    submitter_pid = net::peer_credentials(session->socket().native_handle()).pid;
     submitter_since = std::chrono::system_clock::now();
     spdlog::info("rank {}: ops now come from the client with pid {}", hello.rank(), submitter_pid);
     return {};
@@ -215,6 +242,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   }
 
   stream_protocol::acceptor acceptor;
+  const int client_uid;  // served besides the daemon's own user and root; -1: none
   const proto::DaemonHello hello;
   const proto::GroupPlan plan;
   const OpRunner run;
@@ -226,10 +254,11 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   std::chrono::system_clock::time_point submitter_since;
 };
 
-ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello,
-                           proto::GroupPlan plan, OpRunner run, StatusSource status)
-    : state_(std::make_shared<State>(io, std::move(listener), std::move(hello), std::move(plan),
-                                     std::move(run), std::move(status))) {
+ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, int client_uid,
+                           proto::DaemonHello hello, proto::GroupPlan plan, OpRunner run,
+                           StatusSource status)
+    : state_(std::make_shared<State>(io, std::move(listener), client_uid, std::move(hello),
+                                     std::move(plan), std::move(run), std::move(status))) {
   state_->accept();
 }
 

@@ -3,7 +3,8 @@
 // which run on that thread as their requests are read (a hand-off to another thread would cost
 // every op a wake-up). One client at a time submits ops for the rank (its op stream: ops pair
 // across ranks by their place in it); a second is refused with an error naming the first, while
-// read-only connections (a hello, the plan) are always served. A client that sends something
+// read-only connections (a hello, the plan) are always served; a client of another user is
+// refused unless the worker was told to serve that user. A client that sends something
 // malformed is told why (or, if its stream is unreadable, disconnected); the daemon and the other
 // clients carry on.
 #pragma once
@@ -38,9 +39,10 @@ using StatusSource = std::function<proto::DaemonStatus()>;
 
 class ClientServer {
  public:
-  // Starts accepting on `io`.
-  ClientServer(asio::io_context& io, net::UniqueFd listener, proto::DaemonHello hello,
-               proto::GroupPlan plan, OpRunner run, StatusSource status);
+  // Starts accepting on `io`. Clients of the daemon's own user and root are served, and those of
+  // `client_uid` unless it is -1; any other is refused with the reason.
+  ClientServer(asio::io_context& io, net::UniqueFd listener, int client_uid,
+               proto::DaemonHello hello, proto::GroupPlan plan, OpRunner run, StatusSource status);
   ~ClientServer();
 
  private:

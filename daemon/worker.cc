@@ -109,7 +109,7 @@ class Worker {
     {
       const auto serving_since = std::chrono::steady_clock::now();
       ClientServer server(
-          op_io_, std::move(client_listener), hello, plan_message,
+          op_io_, std::move(client_listener), config_.client_uid, hello, plan_message,
           [this, &mesh](const PendingOp& op) { return run_op(op, mesh); },
           [&] { return describe_self(assignment, channel, serving_since); });
       spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);

@@ -24,6 +24,7 @@ struct WorkerConfig {
   std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
   std::chrono::microseconds spin{knobs::kSpinUs.default_value};
   std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};
+  int client_uid = knobs::kClientUid.default_value;  // served besides the daemon's own and root
   std::chrono::milliseconds join_timeout{knobs::kJoinTimeoutMs.default_value};
   std::chrono::milliseconds heartbeat_interval{500};
   net::GroupSecret secret;  // empty: none (see MembershipConfig::secret)

@@ -268,11 +268,11 @@ Status read_exact(int fd, std::span<std::byte> bytes, Deadline deadline) {
   return {};
 }
 
-int peer_pid(int fd) {
+PeerCredentials peer_credentials(int fd) {
   ucred credentials{};
   socklen_t length = sizeof credentials;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return 0;
-  return credentials.pid;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return {};
+  return {credentials.pid, static_cast<long>(credentials.uid)};
 }
 
 bool peer_has_closed(int fd) {

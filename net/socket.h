@@ -27,8 +27,12 @@ Status listen_tcp(const HostPort& address, UniqueFd& listener);
 // The address a listening or connected socket is bound to locally / connected to remotely.
 HostPort local_address(int fd);
 HostPort peer_address(int fd);
-// The process id of a unix socket's peer (0 if the kernel does not say).
-int peer_pid(int fd);
+// Who is at the other end of a unix socket, as the kernel says (all -1 if it does not).
+struct PeerCredentials {
+  int pid = -1;
+  long uid = -1;
+};
+PeerCredentials peer_credentials(int fd);
 // Whether the other end of a connected socket has closed it (not waiting).
 bool peer_has_closed(int fd);
 // Whether a socket is bound to an IPv6 address (an event loop adopting it needs the family).

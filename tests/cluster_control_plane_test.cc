@@ -219,6 +219,48 @@ TEST(ClusterControlPlane, StatusNamesEveryMemberItsClientsOpsAndHeartbeat) {
   EXPECT_NE(table.find("pid " + std::to_string(::getpid())), std::string::npos) << table;
 }
 
+// A client of another user, let in by hand (the socket made world-writable), is refused with the
+// reason, and the daemon's own client carries on; named by --client-uid (here through its
+// variable), that user is served. Runs only as root, which can act as another user.
+TEST(ClusterControlPlane, AClientOfAnotherUserIsRefusedUnlessNamed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
+  const std::filesystem::path shared =
+      std::filesystem::temp_directory_path() / ("gradsync-uid-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(shared);
+  std::filesystem::permissions(shared, std::filesystem::perms(0755));
+  // Where the other user can run it, wherever the build is.
+  const std::filesystem::path cli = shared / "gradsync";
+  std::filesystem::copy_file(GRADSYNC_CLI, cli);
+  std::filesystem::permissions(cli, std::filesystem::perms(0755));
+  for (const bool named : {false, true}) {
+    SCOPED_TRACE(named ? "named by --client-uid" : "not named");
+    if (named) ::setenv("GRADSYNC_CLIENT_UID", "65534", 1);
+    testing::TestCluster cluster = testing::start_cluster(1);
+    ::unsetenv("GRADSYNC_CLIENT_UID");
+    const std::filesystem::path socket = cluster.cluster->sockets()[0];
+    std::filesystem::permissions(socket.parent_path(), std::filesystem::perms(0755));
+    std::filesystem::permissions(socket, std::filesystem::perms(0666));
+    const auto start = std::chrono::steady_clock::now();
+    const testing::CommandResult as_nobody =
+        testing::run_command("setpriv --reuid=65534 --regid=65534 --clear-groups " + cli.string() +
+                             " status --sockets " + socket.string());
+    // Refused at once, not after the CLI's minute of waiting for a daemon to start.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    if (named) {
+      EXPECT_EQ(as_nobody.exit_code, 0) << as_nobody.err;
+    } else {
+      EXPECT_NE(as_nobody.exit_code, 0);
+      EXPECT_NE(as_nobody.err.find("rank 0's daemon runs as uid 0 and serves no client of uid "
+                                   "65534"),
+                std::string::npos)
+          << as_nobody.out << as_nobody.err;
+    }
+    std::vector<float> values = {1.0f, 2.0f};
+    EXPECT_NO_THROW(cluster.clients[0].allreduce(values.data(), values.size(), DataType::f32));
+  }
+  std::filesystem::remove_all(shared);
+}
+
 TEST(ClusterControlPlane, SigtermEndsAServingWorkerWithStatusZeroAndRemovesItsSocket) {
   testing::TestCluster cluster = testing::start_cluster(2);
   const std::string socket = cluster.cluster->sockets()[1];
