@@ -132,7 +132,9 @@ class OpRun {
       while (may_start_early(prepared_rounds_)) prepare_round(prepared_rounds_);
       if (Status status = transfer(); !status.ok()) return fail(status);
       for (const LocalCopy& copy : schedule_.rounds[round_].copies) {
-        std::memmove(locate(copy.to), locate(copy.from), copy.from.length);
+        if (copy.from.length > 0) {
+          std::memmove(locate(copy.to), locate(copy.from), copy.from.length);
+        }
       }
     }
     const Collective collective = schedule_.shape.collective;
@@ -756,7 +758,9 @@ class OpRun {
 
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
                const ExecuteOptions& options) {
-  return OpRun(schedule, buffers, mesh, options).run();
+  Status status = OpRun(schedule, buffers, mesh, options).run();
+  mesh.workspace().release_beyond(kKeptWorkspaceSegments * options.segment_bytes);
+  return status;
 }
 
 void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason) {

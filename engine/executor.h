@@ -23,6 +23,9 @@
 
 namespace gradsync::engine {
 
+// How much of its workspace a mesh keeps from op to op, per buffer, in segments (OpWorkspace).
+inline constexpr std::size_t kKeptWorkspaceSegments = 4;
+
 struct OpBuffers {
   std::byte* data = nullptr;
   std::byte* output = nullptr;  // all-to-all only

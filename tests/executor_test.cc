@@ -201,6 +201,28 @@ TEST(Executor, ALostPeerFailsTheOpOverMemoryToo) {
   }
 }
 
+// A hypercube exchange sends from a snapshot of the whole tensor; once the op is over, the mesh
+// keeps no buffer larger than a few segments (it kept the snapshot for the daemon's life).
+TEST(Executor, NoTensorSizedBufferOutlivesItsOp) {
+  const int p = 2;
+  const std::uint64_t n = 1 << 20;  // 4 MiB of f32
+  const std::size_t segment = 64 << 10;
+  auto meshes = connected_meshes(p);
+  std::vector<Status> statuses(p);
+  on_every_rank(p, [&](int r) {
+    const OpShape shape{Collective::allreduce, p, n, 4};
+    Bytes data = gradsync::testing::contribution(DataType::f32, ReduceOp::sum, r, n);
+    statuses[r] =
+        execute(build_schedule(shape, Algorithm::hypercube, r), {data.data(), nullptr}, meshes[r],
+                options_for(shape, Algorithm::hypercube, DataType::f32, ReduceOp::sum, 1, segment));
+    EXPECT_EQ(data, gradsync::testing::expected_reduction(DataType::f32, ReduceOp::sum, p, n));
+  });
+  for (int r = 0; r < p; ++r) {
+    ASSERT_TRUE(statuses[r].ok()) << statuses[r].to_string();
+    EXPECT_LE(meshes[r].workspace().held_bytes(), 3 * kKeptWorkspaceSegments * segment);
+  }
+}
+
 TEST(Executor, BruckAlltoallMovesEveryBlock) {
   const int p = 5;
   auto meshes = connected_meshes(p);
