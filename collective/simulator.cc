@@ -117,7 +117,7 @@ class Simulation {
       const std::size_t count = span.length / schedules_[rank].shape.element_size;
       switch (recv.action) {
         case RecvAction::copy:
-          std::memcpy(destination, cursor, span.length);
+          if (span.length > 0) std::memcpy(destination, cursor, span.length);
           break;
         case RecvAction::reduce_local_first:
           reduce(type_, op_, destination, destination, cursor, count);
@@ -167,7 +167,10 @@ class Simulation {
     }
     for (std::size_t r = 0; r < schedules_.size(); ++r) {
       for (const LocalCopy& copy : schedules_[r].rounds[round].copies) {
-        std::memcpy(locate(r, copy.to), locate(r, copy.from), copy.from.length);
+        // An empty buffer has no address to copy from or to.
+        if (copy.from.length > 0) {
+          std::memcpy(locate(r, copy.to), locate(r, copy.from), copy.from.length);
+        }
       }
     }
     return {};
