@@ -148,6 +148,23 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(param_info.param));
     });
 
+// Ranks 0 and 1 of three run an all-reduce on `meshes` whose rank 2 is gone: both fail naming it.
+void expect_ranks_0_and_1_lose_rank_2(std::vector<PeerMesh>& meshes) {
+  const int p = 3;
+  std::vector<Status> statuses(2);
+  on_every_rank(2, [&](int r) {
+    const OpShape shape{Collective::allreduce, p, 1000, 4};
+    Bytes data(4000);
+    statuses[r] =
+        execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr}, meshes[r],
+                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r].code(), ErrorCode::peer_lost) << statuses[r].to_string();
+    EXPECT_NE(statuses[r].message().find("rank 2"), std::string::npos) << statuses[r].message();
+  }
+}
+
 // The same ops over channels in memory that move one byte, or 7, per call and hold 100 bytes:
 // every frame arrives cut at every place, and every sender meets a full channel, where a rank
 // that finished its sends before it read would never finish.
@@ -187,18 +204,7 @@ TEST(Executor, ALostPeerFailsTheOpOverMemoryToo) {
   for (int r = 0; r < p; ++r) meshes.emplace_back(r, p, 1, network.channels_of(r));
   meshes[2].channels().disconnect(0);
   meshes[2].channels().disconnect(1);
-  std::vector<Status> statuses(2);
-  on_every_rank(2, [&](int r) {
-    const OpShape shape{Collective::allreduce, p, 1000, 4};
-    Bytes data(4000);
-    statuses[r] =
-        execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr}, meshes[r],
-                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
-  });
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(statuses[r].code(), ErrorCode::peer_lost) << statuses[r].to_string();
-    EXPECT_NE(statuses[r].message().find("rank 2"), std::string::npos) << statuses[r].message();
-  }
+  expect_ranks_0_and_1_lose_rank_2(meshes);
 }
 
 // A hypercube exchange sends from a snapshot of the whole tensor; once the op is over, the mesh
@@ -388,18 +394,7 @@ TEST(Executor, ALostPeerFailsTheOpNamingIt) {
   const int p = 3;
   auto meshes = connected_meshes(p);
   meshes[2] = socket_mesh(2, std::vector<net::UniqueFd>(p));  // rank 2 dies: its sockets close
-  std::vector<Status> statuses(2);
-  on_every_rank(2, [&](int r) {
-    const OpShape shape{Collective::allreduce, p, 1000, 4};
-    Bytes data(4000);
-    statuses[r] =
-        execute(build_schedule(shape, Algorithm::ring, r), {data.data(), nullptr}, meshes[r],
-                options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
-  });
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(statuses[r].code(), ErrorCode::peer_lost) << statuses[r].to_string();
-    EXPECT_NE(statuses[r].message().find("rank 2"), std::string::npos) << statuses[r].message();
-  }
+  expect_ranks_0_and_1_lose_rank_2(meshes);
 }
 
 // A peer that sends an abort whose error code is OK, or no code at all: the op fails with a
