@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds gradsync and runs the whole test suite, then the fuzzers for a bounded time.
+# Builds gradsync and runs the whole test suite, then the fuzzers for a bounded time, then the C++
+# suite again under AddressSanitizer + UBSan and the cluster tests under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -7,3 +8,4 @@ cd "$(dirname "$0")/.."
 ctest --test-dir build --output-on-failure -j2 --timeout 300
 # Every outside input path under libFuzzer, AddressSanitizer and UBSan, 20 s each.
 ./scripts/fuzz.sh 20
+./scripts/sanitize.sh
