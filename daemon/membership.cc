@@ -32,6 +32,9 @@ void collect(int rank, const Report& report, std::vector<std::optional<Report>>&
   all = std::move(reports);
 }
 
+// The host of "HOST:PORT".
+std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
+
 }  // namespace
 
 int Membership::members() const {
@@ -39,6 +42,20 @@ int Membership::members() const {
 }
 
 void Membership::connected(ConnectionId connection, const std::string& from, TimePoint now) {
+  const std::string host = host_of(from);
+  const auto strangers = std::count_if(connections_.begin(), connections_.end(), [&](auto& entry) {
+    return !entry.second.join && host_of(entry.second.from) == host;
+  });
+  if (strangers >= config_.strangers_per_address) {
+    const std::string reason = std::to_string(strangers) + " connections from " + host +
+                               " have not joined yet, as many as one address may hold";
+    if (strangers_refused_++ % 1000 == 0) {
+      spdlog::warn("coordinator: refused a connection from {}: {} (logged once per 1000)", from,
+                   reason);
+    }
+    actions_.push_back(Action{Action::Kind::close, connection, {}, reason});
+    return;
+  }
   connections_[connection] =
       Connection{from, now + config_.join_timeout, std::nullopt, -1, net::make_nonce()};
   proto::CoordinatorToWorker message;

@@ -35,6 +35,11 @@ struct MembershipConfig {
   std::chrono::milliseconds calibration_budget{knobs::kCalibrationMs.default_value};
   // A connection that has not asked to join by then is closed: an idle stranger holds nothing.
   std::chrono::milliseconds join_timeout{10'000};
+  // At most this many connections from one address that have not joined yet; past it, a new one
+  // is closed at once, so that one host cannot hold every descriptor the coordinator has while its
+  // connections wait out their join timeout. Well above the largest group one host starts on
+  // loopback, whose workers all connect at once.
+  int strangers_per_address = 128;
   // Given: a worker joins only with a proof that it knows it, and every assignment carries the
   // coordinator's proof. Empty: anyone may join.
   net::GroupSecret secret;
@@ -107,6 +112,7 @@ class Membership {
   Stage stage_ = Stage::forming;
   std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
   std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
+  std::uint64_t strangers_refused_ = 0;  // for the log: one line per thousand
   proto::CalibrationRequest calibration_request_;
   GroupPlan plan_;
   std::vector<Action> actions_;

@@ -3,18 +3,19 @@
 // ending a worker cleanly, a member that stops reading delaying nobody else, and a thousand idle
 // connections to the coordinator and to a worker's data port while the group forms costing
 // neither its formation nor CPU.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "gradsync.pb.h"
@@ -22,6 +23,7 @@
 #include "net/socket.h"
 #include "support/cluster.h"
 #include "support/daemon_processes.h"
+#include "support/process_usage.h"
 #include "support/run_command.h"
 #include "support/tensor_values.h"
 
@@ -29,6 +31,8 @@ namespace gradsync {
 namespace {
 
 using testing::Bytes;
+using testing::cpu_ticks;
+using testing::open_descriptors;
 using testing::read_file;
 using testing::start_coordinator;
 using testing::wait_for_log;
@@ -42,24 +46,6 @@ void expect_allreduce_works(testing::TestCluster& cluster, std::uint64_t count =
   });
 }
 
-// User plus system CPU time of a process, in clock ticks.
-long cpu_ticks(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  std::istringstream fields(text.substr(text.rfind(')') + 2));
-  std::string field;
-  long utime = 0;
-  long stime = 0;
-  for (int index = 3; fields >> field; ++index) {
-    if (index == 14) utime = std::stol(field);
-    if (index == 15) {
-      stime = std::stol(field);
-      break;
-    }
-  }
-  return utime + stime;
-}
-
 std::vector<net::UniqueFd> idle_connections(const std::string& address, int count) {
   net::HostPort target;
   EXPECT_TRUE(net::parse_host_port(address, target).ok()) << address;
@@ -68,6 +54,28 @@ std::vector<net::UniqueFd> idle_connections(const std::string& address, int coun
     const Status status =
         net::connect_tcp(target, net::Deadline::after(std::chrono::seconds(5)), connection);
     EXPECT_TRUE(status.ok()) << status.to_string();
+  }
+  return connections;
+}
+
+// The same from another loopback address than the daemons', as a stranger's host would.
+std::vector<net::UniqueFd> idle_connections_from(const std::string& source,
+                                                 const std::string& address, int count) {
+  net::HostPort target;
+  EXPECT_TRUE(net::parse_host_port(address, target).ok()) << address;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(target.port);
+  EXPECT_EQ(::inet_pton(AF_INET, target.host.c_str(), &to.sin_addr), 1) << target.host;
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  EXPECT_EQ(::inet_pton(AF_INET, source.c_str(), &from.sin_addr), 1) << source;
+  std::vector<net::UniqueFd> connections(count);
+  for (auto& connection : connections) {
+    connection.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(::bind(connection.get(), reinterpret_cast<sockaddr*>(&from), sizeof from), 0);
+    EXPECT_EQ(::connect(connection.get(), reinterpret_cast<sockaddr*>(&to), sizeof to), 0)
+        << std::strerror(errno);
   }
   return connections;
 }
@@ -326,7 +334,7 @@ TEST(ClusterControlPlane, AThousandIdleConnectionsNeitherStopAGroupNorCostCpu) {
   const std::string first_log = start_worker(0);
   const std::string data_address =
       wait_for_log(first_log, std::regex("data address ([0-9.]+:[0-9]+)"));
-  std::vector<net::UniqueFd> at_coordinator = idle_connections(address, kIdle);
+  std::vector<net::UniqueFd> at_coordinator = idle_connections_from("127.0.0.2", address, kIdle);
   std::vector<net::UniqueFd> at_data_port = idle_connections(data_address, kIdle);
   const std::string second_log = start_worker(1);
   for (const std::string& log : {first_log, second_log}) {
@@ -336,8 +344,11 @@ TEST(ClusterControlPlane, AThousandIdleConnectionsNeitherStopAGroupNorCostCpu) {
   for (const std::string& socket : sockets) cluster.clients.push_back(Client::connect(socket));
   expect_allreduce_works(cluster);
   expect_allreduce_works(cluster, 1 << 18);
+  // The coordinator holds one address's share of them (MembershipConfig::strangers_per_address)
+  // and closed the rest at once.
+  EXPECT_LT(open_descriptors(coordinator.pid()), 128 + 32);
 
-  // Idle, with 2000 idle connections open: the daemons sleep.
+  // Idle, with the idle connections still open at their end: the daemons sleep.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const long before = cpu_ticks(coordinator.pid()) + cpu_ticks(workers[0].pid());
   std::this_thread::sleep_for(std::chrono::seconds(1));

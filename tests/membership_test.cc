@@ -160,6 +160,37 @@ TEST_F(MembershipTest, ClosesAConnectionThatNeverAsksToJoinAtItsDeadline) {
   EXPECT_EQ(membership_->members(), 1);
 }
 
+// One address holds at most strangers_per_address connections that have not joined: past them a
+// new one is closed at once, saying why, while workers from elsewhere still join; once the idle
+// ones have met their join deadline, that address may connect again.
+TEST_F(MembershipTest, OneAddressHoldsAtMostItsShareOfConnectionsThatHaveNotJoined) {
+  start(3);
+  const int share = MembershipConfig{}.strangers_per_address;
+  const auto from_stranger = [](ConnectionId id) { return "10.9.9.9:" + std::to_string(id); };
+  for (ConnectionId id = 100; id < 100 + static_cast<ConnectionId>(share); ++id) {
+    membership_->connected(id, from_stranger(id), now_);
+  }
+  EXPECT_TRUE(closed(new_actions()).empty());
+  membership_->connected(99, from_stranger(99), now_);
+  std::vector<Action> actions = new_actions();
+  ASSERT_EQ(closed(actions), (std::vector<ConnectionId>{99}));
+  EXPECT_EQ(actions.back().reason, std::to_string(share) +
+                                       " connections from 10.9.9.9 have not joined yet, as many "
+                                       "as one address may hold");
+  join(1);
+  join(2);
+  EXPECT_EQ(membership_->members(), 2);
+  for (int beat = 0; beat < 5; ++beat) {
+    advance(milliseconds(2000));
+    heartbeat(1);
+    heartbeat(2);
+  }
+  EXPECT_EQ(closed(new_actions()).size(), static_cast<std::size_t>(share));
+  membership_->connected(98, from_stranger(98), now_);
+  EXPECT_EQ(sent(new_actions(), &proto::CoordinatorToWorker::has_challenge),
+            (std::vector<ConnectionId>{98}));
+}
+
 // With a group secret: a join without the proof, with another secret's, or with a proof made for
 // another challenge (a replay) is refused with UNAUTHENTICATED and closed, and changes nothing;
 // every assignment carries the coordinator's proof over both nonces and the rank it assigns.
