@@ -29,11 +29,11 @@ std::vector<Client> connect_clients(const std::vector<std::string>& paths,
         clients.push_back(Client::connect(path));
         break;
       } catch (const ClientError& error) {
-        // A daemon still starting is waited for; one that refuses this client has said its last.
-        if (error.code() == ErrorCode::unauthenticated ||
-            std::chrono::steady_clock::now() > give_up) {
-          throw;
-        }
+        // Only a daemon that is not there yet is waited for; one that refused this client, or a
+        // socket path that cannot be one, has said its last.
+        const bool not_there_yet =
+            error.code() == ErrorCode::peer_lost || error.code() == ErrorCode::deadline_exceeded;
+        if (!not_there_yet || std::chrono::steady_clock::now() > give_up) throw;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }

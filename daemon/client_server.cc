@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
 #include <ctime>
 #include <map>
 
@@ -23,6 +25,8 @@ constexpr auto kReplyTimeout = std::chrono::seconds(10);
 // daemon's, and a client that attached without end would exhaust them for every other client.
 // The client library keeps a pool of a few per op in flight and one per SharedTensor.
 constexpr std::size_t kMaxRegionsPerClient = 4096;
+// Connections of one client process: its library opens one; each costs the daemon a descriptor.
+constexpr int kMaxConnectionsPerClient = 64;
 
 std::string clock_time(std::chrono::system_clock::time_point when) {
   const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
@@ -37,10 +41,11 @@ std::string clock_time(std::chrono::system_clock::time_point when) {
 
 class ClientSession {
  public:
-  explicit ClientSession(stream_protocol::socket socket)
-      : socket_(std::move(socket)), reader_(socket_.native_handle()) {}
+  ClientSession(stream_protocol::socket socket, int pid)
+      : socket_(std::move(socket)), reader_(socket_.native_handle()), pid_(pid) {}
 
   stream_protocol::socket& socket() { return socket_; }
+  int pid() const { return pid_; }
   net::MessageReader& reader() { return reader_; }
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
 
@@ -56,6 +61,7 @@ class ClientSession {
  private:
   stream_protocol::socket socket_;
   net::MessageReader reader_;
+  const int pid_;  // the client process's, as the kernel said when it connected
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>> regions_;
 };
 
@@ -64,6 +70,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
         proto::DaemonHello hello_in, proto::GroupPlan plan_in, OpRunner run_in,
         StatusSource status_in)
       : acceptor(io),
+        backoff(io),
         client_uid(client_uid_in),
         hello(std::move(hello_in)),
         plan(std::move(plan_in)),
@@ -76,39 +83,62 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     acceptor.async_accept(
         [self = shared_from_this()](const asio::error_code& error, stream_protocol::socket socket) {
           if (error == asio::error::operation_aborted) return;
-          if (!error && !self->admits(socket)) {
-            asio::error_code ignored;
-            socket.close(ignored);
-          } else if (!error) {
-            auto session = std::make_shared<ClientSession>(std::move(socket));
+          if (error) {
+            // The descriptor limit, say: wait rather than spin on it.
+            spdlog::warn("cannot accept a client: {}", error.message());
+            self->backoff.expires_after(std::chrono::milliseconds(100));
+            self->backoff.async_wait([self](const asio::error_code& waited) {
+              if (!waited) self->accept();
+            });
+            return;
+          }
+          const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
+          if (const Status refused = self->refusal(peer); !refused.ok()) {
+            refuse(socket, refused);
+          } else {
+            auto session = std::make_shared<ClientSession>(std::move(socket), peer.pid);
             self->sessions[session.get()] = session;
             self->read(session);
-          } else {
-            spdlog::warn("cannot accept a client: {}", error.message());
           }
           self->accept();
         });
   }
 
-  // Whether the client's user may use this rank: the socket file is the user's own (mode 0600),
-  // so another user's client has been let in by hand, and would read and write the group's
-  // tensors. One that may not is told why.
-  bool admits(stream_protocol::socket& socket) const {
-    const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
+  // Why a client may not use this rank, if it may not. Another user's: the socket file is the
+  // daemon user's own (mode 0600), so such a client was let in by hand, and would read and write
+  // the group's tensors. A process that holds kMaxConnectionsPerClient connections already.
+  Status refusal(const net::PeerCredentials& peer) const {
     const long own = static_cast<long>(::geteuid());
-    if (peer.uid == own || peer.uid == 0 || (client_uid >= 0 && peer.uid == client_uid)) {
-      return true;
+    if (peer.uid != own && peer.uid != 0 && (client_uid < 0 || peer.uid != client_uid)) {
+      return Status(ErrorCode::unauthenticated,
+                    "rank " + std::to_string(hello.rank()) + "'s daemon runs as uid " +
+                        std::to_string(own) + " and serves no client of uid " +
+                        std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
+                        "; --client-uid names one more user to serve)");
     }
-    const std::string why = "rank " + std::to_string(hello.rank()) + "'s daemon runs as uid " +
-                            std::to_string(own) + " and serves no client of uid " +
-                            std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
-                            "; --client-uid names one more user to serve)";
-    spdlog::warn("refused a client: {}", why);
+    // A connection the process has closed, whose end this daemon has not read yet, is not held.
+    const auto held = std::count_if(sessions.begin(), sessions.end(), [&](const auto& entry) {
+      return entry.second->pid() == peer.pid &&
+             !net::peer_has_closed(entry.second->socket().native_handle());
+    });
+    if (held >= kMaxConnectionsPerClient) {
+      return Status(ErrorCode::invalid_argument,
+                    "pid " + std::to_string(peer.pid) + " already holds " + std::to_string(held) +
+                        " connections to rank " + std::to_string(hello.rank()) +
+                        "'s daemon, as many as one process may");
+    }
+    return {};
+  }
+
+  // Tells a client why it is not served, and closes its connection.
+  static void refuse(stream_protocol::socket& socket, const Status& why) {
+    spdlog::warn("refused a client: {}", why.message());
     proto::DaemonToClient refusal;
-    to_proto(Status(ErrorCode::unauthenticated, why), *refusal.mutable_refused());
+    to_proto(why, *refusal.mutable_refused());
     (void)net::send_message(socket.native_handle(), refusal,
                             net::Deadline::after(std::chrono::milliseconds(100)));
-    return false;
+    asio::error_code ignored;
+    socket.close(ignored);
   }
 
   void read(const std::shared_ptr<ClientSession>& session) {
@@ -237,12 +267,14 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   void stop() {
     asio::error_code ignored;
     acceptor.close(ignored);
+    backoff.cancel();
     for (auto& [key, session] : sessions) session->socket().close(ignored);
     sessions.clear();
   }
 
   stream_protocol::acceptor acceptor;
-  const int client_uid;  // served besides the daemon's own user and root; -1: none
+  asio::steady_timer backoff;  // between accepts that failed
+  const int client_uid;        // served besides the daemon's own user and root; -1: none
   const proto::DaemonHello hello;
   const proto::GroupPlan plan;
   const OpRunner run;

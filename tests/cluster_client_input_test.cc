@@ -4,6 +4,7 @@
 // announces, on the other ranks at once.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "net/socket.h"
 #include "proto/convert.h"
 #include "support/cluster.h"
+#include "support/process_usage.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -258,6 +260,50 @@ TEST(ClusterClientInput, AClientCannotAttachRegionsWithoutEnd) {
   EXPECT_EQ(refused.code(), ErrorCode::invalid_argument) << refused.to_string();
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("as many as one client may"), std::string::npos);
   client.fd.reset();
+  expect_every_rank_still_serves(cluster);
+}
+
+// One process holds at most 64 connections to a daemon, each of which costs the daemon a
+// descriptor: the one past them is refused with the reason, and the daemon serves on.
+TEST(ClusterClientInput, AProcessCannotOpenConnectionsWithoutEnd) {
+  testing::TestCluster cluster = testing::start_cluster(1);  // its client holds one
+  const std::string socket = cluster.cluster->sockets()[0];
+  std::vector<Client> more;
+  for (int connection = 2; connection <= 64; ++connection) more.push_back(Client::connect(socket));
+  try {
+    Client::connect(socket);
+    ADD_FAILURE() << "a 65th connection was served";
+  } catch (const ClientError& error) {
+    EXPECT_EQ(error.code(), ErrorCode::invalid_argument) << error.what();
+    EXPECT_NE(
+        std::string(error.what())
+            .find("already holds 64 connections to rank 0's daemon, as many as one process may"),
+        std::string::npos)
+        << error.what();
+  }
+  more.clear();
+  expect_every_rank_still_serves(cluster);
+}
+
+// At its descriptor limit a worker neither spins on accept nor stops: the connections past the
+// limit wait in the listen queue, the CPU stays idle, and once they close the worker serves on.
+TEST(ClusterClientInput, AtItsDescriptorLimitAWorkerWaitsWithoutSpinning) {
+  testing::TestCluster cluster = testing::start_cluster(1);
+  const pid_t worker = cluster.cluster->worker(0).pid();
+  rlimit original{};
+  ASSERT_EQ(::prlimit(worker, RLIMIT_NOFILE, nullptr, &original), 0);
+  const auto held = static_cast<rlim_t>(testing::open_descriptors(worker));
+  const rlimit tight{held + 4, original.rlim_max};
+  ASSERT_EQ(::prlimit(worker, RLIMIT_NOFILE, &tight, nullptr), 0);
+  std::vector<net::UniqueFd> connections;
+  for (int i = 0; i < 20; ++i) connections.push_back(raw_connection(cluster.cluster->sockets()[0]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long before = testing::cpu_ticks(worker);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LE(testing::cpu_ticks(worker) - before, 5) << "clock ticks of CPU in one second";
+  EXPECT_NE(cluster.cluster->log_of_worker(0).find("cannot accept a client"), std::string::npos);
+  connections.clear();
+  ASSERT_EQ(::prlimit(worker, RLIMIT_NOFILE, &original, nullptr), 0);
   expect_every_rank_still_serves(cluster);
 }
 
