@@ -288,6 +288,12 @@ TEST(ClusterClientInput, AProcessCannotOpenConnectionsWithoutEnd) {
 // At its descriptor limit a worker neither spins on accept nor stops: the connections past the
 // limit wait in the listen queue, the CPU stays idle, and once they close the worker serves on.
 TEST(ClusterClientInput, AtItsDescriptorLimitAWorkerWaitsWithoutSpinning) {
+#ifdef GRADSYNC_SANITIZED
+  // A sanitizer's runtime needs descriptors of its own: UBSan's vptr check opens a pipe to see
+  // whether memory is readable, and at the limit calls every object invalid. The plain build runs
+  // this test.
+  GTEST_SKIP() << "not under sanitizers: their runtimes need descriptors at the limit";
+#endif
   testing::TestCluster cluster = testing::start_cluster(1);
   const pid_t worker = cluster.cluster->worker(0).pid();
   rlimit original{};
