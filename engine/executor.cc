@@ -54,13 +54,28 @@ bool overlap(const std::vector<Piece>& a, const std::vector<Piece>& b) {
   return false;
 }
 
-// Whether a round's sends read bytes that the same round's receives change: those sends go out
-// from a snapshot taken when the round begins.
-bool sends_from_snapshot(const Round& round, const Span& span) {
-  return std::any_of(round.recvs.begin(), round.recvs.end(), [&](const Recv& recv) {
-    return std::any_of(recv.spans.begin(), recv.spans.end(),
-                       [&](const Span& target) { return overlap(span, target); });
+// Whether a round's receives change bytes that the same round sends (a hypercube exchange reduces
+// into what it sends): the sends must read them as they were when the round began.
+bool receives_into_its_sends(const Round& round) {
+  return std::any_of(round.sends.begin(), round.sends.end(), [&](const Send& send) {
+    return std::any_of(send.spans.begin(), send.spans.end(), [&](const Span& sent) {
+      return std::any_of(round.recvs.begin(), round.recvs.end(), [&](const Recv& recv) {
+        return std::any_of(recv.spans.begin(), recv.spans.end(),
+                           [&](const Span& target) { return overlap(sent, target); });
+      });
+    });
   });
+}
+
+// The last round in which this rank receives from each peer; -1 for a peer it never hears from.
+std::vector<std::ptrdiff_t> last_receive_rounds(const Schedule& schedule, int world_size) {
+  std::vector<std::ptrdiff_t> last(world_size, -1);
+  for (std::size_t round = 0; round < schedule.rounds.size(); ++round) {
+    for (const Recv& recv : schedule.rounds[round].recvs) {
+      last[recv.peer] = static_cast<std::ptrdiff_t>(round);
+    }
+  }
+  return last;
 }
 
 // Whether the last thing this rank receives is reduced in rather than copied: its result is then
@@ -118,11 +133,17 @@ class OpRun {
             options.segment_bytes / schedule.shape.element_size * schedule.shape.element_size,
             schedule.shape.element_size)),
         multi_segment_(has_multi_segment_message(schedule, segment_bytes_)),
+        last_receive_round_(last_receive_rounds(schedule, mesh.world_size())),
         wire_(options.descriptor.wire),
         workspace_(mesh.workspace()),
         outgoing_(mesh.world_size()),
         incoming_(mesh.world_size()),
-        stalled_since_(mesh.world_size()) {}
+        holding_(mesh.world_size(), false),
+        stalled_since_(mesh.world_size()) {
+    for (const Round& round : schedule.rounds) {
+      round_receives_into_its_sends_.push_back(receives_into_its_sends(round));
+    }
+  }
 
   Status run() {
     const std::size_t scratch_bytes = schedule_.size_of(BufferId::scratch);
@@ -197,11 +218,15 @@ class OpRun {
     return data_bytes / schedule_.shape.element_size * element_size(*wire_);
   }
 
-  // Rounds the values of `span` to the wire type in place, where this rank keeps a value it sent
-  // (or that its peers were sent) rounded.
+  // Rounds the values of `span` to the wire type in place, where this rank keeps a value that its
+  // peers were sent rounded; a segment at a time, so that no buffer the size of the span is needed.
   void round_to_wire(const Span& span) {
-    workspace_.converted.resize(on_the_wire(span.length));
-    narrow_pieces({{locate(span), span.length}}, workspace_.converted.data());
+    const std::uint64_t step = std::min<std::uint64_t>(span.length, segment_bytes_);
+    workspace_.converted.resize(on_the_wire(step));
+    for (std::uint64_t offset = 0; offset < span.length; offset += step) {
+      const std::uint64_t length = std::min(step, span.length - offset);
+      narrow_pieces({{locate(span) + offset, length}}, workspace_.converted.data());
+    }
   }
 
   // Rounds the values of `pieces` to the wire type in place, writing the narrowed values to
@@ -229,39 +254,20 @@ class OpRun {
 
   // Later rounds' transfers are queued while this one runs (DESIGN.md §4: a rank forwards the
   // segment it has just received and reduced while the rest of its round is still arriving),
-  // up to a round that follows local copies or sends from a snapshot: those must see the
+  // up to a round that follows local copies or receives into its own sends: those must see the
   // buffers as they are once the round before is over. Each segment queued early waits only
   // for the earlier transfers that touch its own bytes (see waits_for_earlier_round).
   bool may_start_early(std::size_t next) const {
     if (!multi_segment_ || next >= schedule_.rounds.size()) return false;
-    if (!schedule_.rounds[next - 1].copies.empty()) return false;
-    const Round& round = schedule_.rounds[next];
-    return std::none_of(round.sends.begin(), round.sends.end(), [&](const Send& send) {
-      return std::any_of(send.spans.begin(), send.spans.end(),
-                         [&](const Span& span) { return sends_from_snapshot(round, span); });
-    });
+    return schedule_.rounds[next - 1].copies.empty() && !round_receives_into_its_sends_[next];
   }
 
   void prepare_round(std::size_t round_index) {
     const Round& round = schedule_.rounds[round_index];
     prepared_rounds_ = round_index + 1;
-    // Sends read the buffers as they were when the round began: a send whose bytes this round
-    // also reduces into (a hypercube exchange) goes out from a snapshot.
-    std::size_t snapshots = 0;
     for (const Send& send : round.sends) {
       std::vector<std::byte*> bases;
-      for (const Span& span : send.spans) {
-        if (sends_from_snapshot(round, span)) {
-          if (workspace_.snapshots.size() == snapshots) workspace_.snapshots.emplace_back();
-          auto& snapshot = workspace_.snapshots[snapshots++];
-          // This rank keeps what it sends: rounded before the round reduces into it.
-          if (wire_) round_to_wire(span);
-          snapshot.assign(locate(span), locate(span) + span.length);
-          bases.push_back(snapshot.data());
-        } else {
-          bases.push_back(locate(span));
-        }
-      }
+      for (const Span& span : send.spans) bases.push_back(locate(span));
       for_each_segment(
           send.bytes(), [&](std::uint32_t index, std::uint64_t offset, std::uint64_t length) {
             OutSegment segment{round_index, encode(header_for(round_index, index, offset, length)),
@@ -350,7 +356,8 @@ class OpRun {
           if (Status status = read_from(peer); !status.ok()) return status;
         }
         if (round_done()) return {};
-      } while (finished_segments_ != finished_before && prepared_rounds_ > round_ + 1);
+      } while (finished_segments_ != finished_before &&
+               (prepared_rounds_ > round_ + 1 || holds_a_segment()));
       interests_.clear();
       // The wait ends at the op's deadline, or earlier when a peer that is in the middle of a
       // frame this rank reads would by then have stalled for too long.
@@ -490,6 +497,7 @@ class OpRun {
   // gets there; so does one of a round started early whose bytes are not free yet.
   bool deferred(int peer) const {
     const PeerStream& stream = mesh_.peer(peer);
+    if (holding_[peer]) return true;  // its scratch is taken
     if (!stream.header) return false;
     const FrameHeader& header = *stream.header;
     if (header.op_id != options_.op_id) return header.op_id > options_.op_id;
@@ -542,10 +550,42 @@ class OpRun {
     return {};
   }
 
+  // Whether `peer` has sent a frame of a later op while this op still expects data from it. Each
+  // stream carries its ops in order, so the peer skipped what this rank needs; waiting would wedge
+  // the stream until the op's deadline, and every op after it.
+  bool runs_ahead(int peer) const {
+    const std::optional<FrameHeader>& header = mesh_.peer(peer).header;
+    if (!header || header->op_id <= options_.op_id) return false;
+    return !incoming_[peer].empty() ||
+           last_receive_round_[peer] >= static_cast<std::ptrdiff_t>(prepared_rounds_);
+  }
+
+  // Whether a received segment lands on bytes that are still to be sent, in its round or before
+  // (checked only in rounds that receive into their own sends).
+  bool lands_on_unsent_bytes(const InSegment& segment) const {
+    if (!round_receives_into_its_sends_[segment.round]) return false;
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      for (const OutSegment& out : outgoing_[peer]) {
+        if (out.round > segment.round) break;
+        if (overlap(segment.pieces, out.pieces)) return true;
+      }
+    }
+    return false;
+  }
+
+  bool holds_a_segment() const {
+    return std::find(holding_.begin(), holding_.end(), true) != holding_.end();
+  }
+
   // Consumes frames from `peer` as far as the channel and this rank's progress allow.
   Status read_from(int peer) {
     PeerStream& stream = mesh_.peer(peer);
     if (stream.lost()) return {};
+    if (holding_[peer]) {
+      if (lands_on_unsent_bytes(incoming_[peer].front())) return {};
+      holding_[peer] = false;
+      take_received(peer);
+    }
     while (true) {
       if (!stream.header) {
         std::uint64_t got = 0;
@@ -577,8 +617,11 @@ class OpRun {
                           header.descriptor.to_string() + ", rank " + std::to_string(mesh_.rank()) +
                           " submitted " + options_.descriptor.to_string());
         }
-        stream.header = header;
-        stream.payload_done = 0;
+      }
+      if (runs_ahead(peer)) {
+        return protocol_violation(
+            peer, "it sent a frame of op " + std::to_string(stream.header->op_id) + " while op " +
+                      std::to_string(options_.op_id) + " still expects data from it");
       }
       if (deferred(peer)) return {};
       Status status = consume_payload(peer, stream);
@@ -664,13 +707,27 @@ class OpRun {
           static_cast<ErrorCode>(done.segment),
           std::string(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size()));
     }
+    if (lands_on_unsent_bytes(*expected)) {
+      // It waits in the peer's scratch, and the peer's stream behind it in the channel, until
+      // those bytes are out: the sends of a round read the bytes as they were when it began.
+      holding_[peer] = true;
+      return {};
+    }
+    take_received(peer);
+    return {};
+  }
+
+  // Copies or reduces the peer's segment that has arrived, from its scratch where it went there.
+  void take_received(int peer) {
+    const PeerStream& stream = mesh_.peer(peer);
+    const InSegment& segment = incoming_[peer].front();
     if (wire_) {
-      widen_received(stream, *expected);
-    } else if (expected->action != RecvAction::copy) {
+      widen_received(stream, segment);
+    } else if (segment.action != RecvAction::copy) {
       const std::byte* received = stream.scratch.data();
       const std::size_t element = schedule_.shape.element_size;
-      for (const Piece& piece : expected->pieces) {
-        const bool local_first = expected->action == RecvAction::reduce_local_first;
+      for (const Piece& piece : segment.pieces) {
+        const bool local_first = segment.action == RecvAction::reduce_local_first;
         reduce(options_.descriptor.dtype, options_.descriptor.op, piece.address,
                local_first ? piece.address : received, local_first ? received : piece.address,
                piece.length / element);
@@ -679,7 +736,6 @@ class OpRun {
     }
     incoming_[peer].pop_front();
     ++finished_segments_;
-    return {};
   }
 
   // Takes a segment received in the wire type: copies it widened, or widens it and reduces.
@@ -739,6 +795,8 @@ class OpRun {
   // segment waits for a whole message either way, and the bookkeeping cost a tree of 4 B-4 KiB
   // about 10% (loopback, p = 4).
   const bool multi_segment_;
+  const std::vector<std::ptrdiff_t> last_receive_round_;  // per peer, -1 if none
+  std::vector<bool> round_receives_into_its_sends_;
   const std::optional<DataType> wire_;  // set when values travel narrowed
   std::size_t round_ = 0;               // the round whose transfers must all finish before the next
   std::size_t prepared_rounds_ = 0;     // rounds whose segments are queued
@@ -746,6 +804,9 @@ class OpRun {
   OpWorkspace& workspace_;
   std::vector<std::deque<OutSegment>> outgoing_;
   std::vector<std::deque<InSegment>> incoming_;
+  // Per peer: its segment at the front of `incoming_` has arrived in its scratch and waits for
+  // bytes it lands on to be sent.
+  std::vector<bool> holding_;
   // Since when each peer has sent nothing of a frame this rank is in the middle of reading.
   std::vector<std::optional<net::Clock::time_point>> stalled_since_;
   std::vector<std::byte> trash_;

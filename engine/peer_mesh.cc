@@ -13,14 +13,9 @@ void release_if_larger(std::vector<std::byte>& buffer, std::size_t kept_bytes) {
 void OpWorkspace::release_beyond(std::size_t kept_bytes) {
   release_if_larger(scratch, kept_bytes);
   release_if_larger(converted, kept_bytes);
-  for (auto& snapshot : snapshots) release_if_larger(snapshot, kept_bytes);
 }
 
-std::size_t OpWorkspace::held_bytes() const {
-  std::size_t bytes = scratch.capacity() + converted.capacity();
-  for (const auto& snapshot : snapshots) bytes += snapshot.capacity();
-  return bytes;
-}
+std::size_t OpWorkspace::held_bytes() const { return scratch.capacity() + converted.capacity(); }
 
 PeerMesh::PeerMesh(int rank, int world_size, std::uint64_t generation,
                    std::unique_ptr<net::DataChannels> channels)

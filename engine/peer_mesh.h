@@ -48,12 +48,11 @@ struct PeerStream {
 
 // Memory an op needs besides its client's buffers, kept from op to op up to a few segments: fresh
 // memory costs a page fault per 4 KiB on first touch, which for a 64 MiB op takes longer than
-// moving its bytes; but what one large op needed (a hypercube's snapshot of the whole tensor, a
-// Bruck all-to-all's scratch) is not held for the daemon's life.
+// moving its bytes; but what one large op needed (a Bruck all-to-all's scratch) is not held for
+// the daemon's life.
 struct OpWorkspace {
-  std::vector<std::byte> scratch;                 // the schedule's scratch buffer
-  std::vector<std::vector<std::byte>> snapshots;  // sends that the same round reduces into
-  std::vector<std::byte> converted;               // values converted to or from their wire type
+  std::vector<std::byte> scratch;    // the schedule's scratch buffer
+  std::vector<std::byte> converted;  // values converted to or from their wire type
 
   // Frees every buffer larger than `kept_bytes`.
   void release_beyond(std::size_t kept_bytes);

@@ -3,6 +3,7 @@
 #include "engine/executor.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cmath>
@@ -207,8 +208,44 @@ TEST(Executor, ALostPeerFailsTheOpOverMemoryToo) {
   expect_ranks_0_and_1_lose_rank_2(meshes);
 }
 
-// A hypercube exchange sends from a snapshot of the whole tensor; once the op is over, the mesh
-// keeps no buffer larger than a few segments (it kept the snapshot for the daemon's life).
+// The largest resident set this process has had, in bytes.
+std::uint64_t peak_resident_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+// A hypercube exchange reduces into the very bytes it sends; neither that nor a 16-bit wire makes
+// an op copy its tensor: two ranks' 64 MiB all-reduces grow the process by less than 24 MiB (it
+// grew by the two ranks' snapshots, 128 MiB, when a round sent from a copy of what it sent).
+TEST(Executor, AHypercubeAllreduceCopiesNoTensor) {
+  const int p = 2;
+  const std::uint64_t n = 16 << 20;  // 64 MiB of f32
+  auto meshes = connected_meshes(p);
+  std::vector<Bytes> data(p);
+  for (int r = 0; r < p; ++r) {
+    data[r] = gradsync::testing::contribution(DataType::f32, ReduceOp::sum, r, n);
+  }
+  const std::uint64_t resident_before = peak_resident_bytes();
+  std::vector<Status> statuses(p);
+  on_every_rank(p, [&](int r) {
+    const OpShape shape{Collective::allreduce, p, n, 4};
+    for (const std::uint64_t op : {1, 2}) {
+      ExecuteOptions options =
+          options_for(shape, Algorithm::hypercube, DataType::f32, ReduceOp::sum, op, 256 << 10);
+      if (op == 2) options.descriptor.wire = DataType::bf16;
+      const Status status = execute(build_schedule(shape, Algorithm::hypercube, r),
+                                    {data[r].data(), nullptr}, meshes[r], options);
+      if (!status.ok()) statuses[r] = status;
+    }
+  });
+  const std::uint64_t growth = peak_resident_bytes() - resident_before;
+  for (int r = 0; r < p; ++r) ASSERT_TRUE(statuses[r].ok()) << statuses[r].to_string();
+  EXPECT_EQ(data[0], data[1]);
+  EXPECT_LT(growth, std::uint64_t{24} << 20);
+}
+
+// Once an op is over, the mesh keeps no buffer larger than a few segments.
 TEST(Executor, NoTensorSizedBufferOutlivesItsOp) {
   const int p = 2;
   const std::uint64_t n = 1 << 20;  // 4 MiB of f32
@@ -455,6 +492,54 @@ TEST(Executor, APeerThatStopsMidFrameIsLostAfterTheStallTimeout) {
       << status.message();
   EXPECT_GE(took, std::chrono::milliseconds(300));
   EXPECT_LT(took, std::chrono::seconds(5));  // the deadline is 20 s away
+}
+
+// A peer whose stream shows a frame of a later op while this op still expects its data skipped
+// what this rank needs: it is lost at once, not waited for until the deadline (20 s here), and
+// its stream with every op after it wedged behind that frame.
+TEST(Executor, AFrameOfAFarFutureOpFailsTheOpAtOnce) {
+  auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
+  const OpShape shape{Collective::allreduce, 2, 10, 4};
+  FrameHeader frame;
+  frame.generation = 1;
+  frame.op_id = 1000;
+  frame.length = 40;
+  frame.descriptor =
+      options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1000, 256).descriptor;
+  ASSERT_TRUE(net::write_all(rank1_socket.get(), encode(frame),
+                             net::Deadline::after(std::chrono::seconds(1)))
+                  .ok());
+  Bytes data(40);
+  const auto start = net::Clock::now();
+  const Status status =
+      execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr}, mesh,
+              options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
+  EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
+  EXPECT_NE(status.message().find("sent a frame of op 1000 while op 1 still expects data from it"),
+            std::string::npos)
+      << status.message();
+  EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(5));
+}
+
+// A frame of a later op from a peer that this op receives nothing from is early, not wrong: the
+// root of a broadcast finishes it while its peer's next frame waits unread.
+TEST(Executor, AFrameOfALaterOpWaitsWhileThisOpNeedsNothingFromItsPeer) {
+  auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
+  const OpShape shape{Collective::broadcast, 2, 10, 4};
+  FrameHeader frame;
+  frame.generation = 1;
+  frame.op_id = 2;
+  frame.length = 0;
+  ASSERT_TRUE(net::write_all(rank1_socket.get(), encode(frame),
+                             net::Deadline::after(std::chrono::seconds(1)))
+                  .ok());
+  Bytes data(40);
+  const Status status =
+      execute(build_schedule(shape, Algorithm::tree, 0), {data.data(), nullptr}, mesh,
+              options_for(shape, Algorithm::tree, DataType::f32, ReduceOp::sum, 1, 256));
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  ASSERT_TRUE(mesh.peer(1).header.has_value());
+  EXPECT_EQ(mesh.peer(1).header->op_id, 2u);
 }
 
 TEST(Executor, ASilentPeerHitsTheDeadline) {
