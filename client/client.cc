@@ -77,10 +77,14 @@ class ClientConnection {
   void hello(net::Deadline deadline) {
     proto::ClientToDaemon request;
     request.mutable_hello();
-    throw_if_failed(net::send_message(socket_.get(), request, deadline));
+    const Status sent = net::send_message(socket_.get(), request, deadline);
+    // A daemon that refuses a connection says why without reading the hello, and may have closed
+    // it before the hello went: its reason is still there to read.
     proto::DaemonToClient reply;
-    throw_if_failed(reader_.receive(reply, deadline));
-    if (reply.has_refused()) throw ClientError(from_proto(reply.refused()));
+    const Status received = reader_.receive(reply, deadline);
+    if (received.ok() && reply.has_refused()) throw ClientError(from_proto(reply.refused()));
+    throw_if_failed(sent);
+    throw_if_failed(received);
     if (!reply.has_hello()) {
       throw ClientError(Status(ErrorCode::protocol_error, "the daemon did not answer the hello"));
     }
