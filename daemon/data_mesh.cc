@@ -15,8 +15,11 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <set>
 
 #include "collective/group_plan.h"
+#include "daemon/openings_per_address.h"
 #include "engine/frame.h"
 
 namespace gradsync::daemon {
@@ -28,6 +31,8 @@ using engine::FrameHeader;
 using engine::FrameKind;
 
 constexpr auto kHelloTimeout = std::chrono::seconds(2);
+// Connections that one address other than the group's may be opening at once.
+constexpr int kOpeningsPerStranger = 128;
 
 // With a group secret, the two ends of a data connection prove it to each other, each over the
 // generation, its own rank, the other's, the other's nonce and its own: the accepting rank first,
@@ -84,20 +89,39 @@ Status greet(int fd, int peer, const MeshPlan& plan, const net::GroupSecret& sec
   return net::write_all(fd, std::as_bytes(std::span(proof)), deadline);
 }
 
+// One form of an IP address however it is written (an IPv4 one as its IPv6-mapped form); none for
+// a host name.
+std::optional<std::string> ip_key(const std::string& host) {
+  in6_addr address{};
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    address.s6_addr[10] = 0xff;
+    address.s6_addr[11] = 0xff;
+    std::memcpy(&address.s6_addr[12], &v4, sizeof v4);
+  } else if (::inet_pton(AF_INET6, host.c_str(), &address) != 1) {
+    return std::nullopt;
+  }
+  return std::string(reinterpret_cast<const char*>(&address), sizeof address);
+}
+
+std::string address_key(const std::string& host) { return ip_key(host).value_or(host); }
+
 // Whether `from` (HOST:PORT of a connection) comes from `expected`'s host, where that host is an
 // IP address; a peer table that names hosts by name is not compared.
 bool comes_from(const std::string& from, const net::HostPort& expected) {
   net::HostPort source;
   if (!net::parse_host_port(from, source).ok()) return false;
-  in6_addr a{};
-  in6_addr b{};
-  for (const int family : {AF_INET, AF_INET6}) {
-    if (::inet_pton(family, expected.host.c_str(), &b) == 1) {
-      return ::inet_pton(family, source.host.c_str(), &a) == 1 &&
-             std::memcmp(&a, &b, family == AF_INET ? sizeof(in_addr) : sizeof(in6_addr)) == 0;
-    }
+  const std::optional<std::string> wanted = ip_key(expected.host);
+  return !wanted || ip_key(source.host) == wanted;
+}
+
+// The addresses of the higher ranks of `plan`, which connect to this one.
+std::set<std::string> connecting_addresses(const MeshPlan& plan) {
+  std::set<std::string> addresses;
+  for (int rank = plan.rank + 1; rank < plan.world_size; ++rank) {
+    addresses.insert(address_key(plan.peers[rank].host));
   }
-  return true;
+  return addresses;
 }
 
 // Names the rank a hello comes from, or says why it is not one of ours.
@@ -126,10 +150,15 @@ Status check_hello(const engine::EncodedHeader& bytes, const MeshPlan& plan, int
 
 // A connection whose hello is still being read, or its proof (with a group secret).
 struct Arrival {
-  Arrival(tcp::socket socket_in, std::string from_in)
-      : socket(std::move(socket_in)), from(std::move(from_in)), deadline(socket.get_executor()) {}
+  Arrival(tcp::socket socket_in, std::string from_in,
+          std::unique_ptr<OpeningsPerAddress::Opening> opening_in)
+      : socket(std::move(socket_in)),
+        from(std::move(from_in)),
+        opening(std::move(opening_in)),
+        deadline(socket.get_executor()) {}
   tcp::socket socket;
   std::string from;
+  std::unique_ptr<OpeningsPerAddress::Opening> opening;  // its place among its address's openings
   engine::EncodedHeader hello{};
   std::string nonce;      // the connecting rank's, from the hello's payload
   std::string answer;     // this rank's nonce and proof
@@ -168,8 +197,17 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
             });
             return;
           }
-          std::string from = net::peer_address(socket.native_handle()).to_string();
-          self->read_hello(std::make_shared<Arrival>(std::move(socket), std::move(from)));
+          const net::HostPort from = net::peer_address(socket.native_handle());
+          auto opening = self->openings->begin(address_key(from.host));
+          if (opening) {
+            self->read_hello(
+                std::make_shared<Arrival>(std::move(socket), from.to_string(), std::move(opening)));
+          } else if (self->crowded_refusals++ % 1000 == 0) {
+            spdlog::warn(
+                "rejected a data connection from {}: its address already opens {} (logged once "
+                "per thousand)",
+                from.to_string(), kOpeningsPerStranger);
+          }
           self->accept();
         });
   }
@@ -318,6 +356,9 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
   tcp::acceptor acceptor;
   asio::steady_timer backoff;
   const net::GroupSecret secret;
+  const std::shared_ptr<OpeningsPerAddress> openings =
+      std::make_shared<OpeningsPerAddress>(kOpeningsPerStranger);
+  std::uint64_t crowded_refusals = 0;  // connections closed because their address had its share
 
   void signal_all_arrived() const {
     const std::uint64_t one = 1;
@@ -356,6 +397,7 @@ Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline, int can
     std::lock_guard lock(loop_->mutex);
     loop_->plan = plan;
     loop_->planned = true;
+    loop_->openings->set_group_addresses(connecting_addresses(plan));
     loop_->accepted.clear();
     loop_->accepted.resize(plan.world_size);
     loop_->missing = plan.world_size - 1 - plan.rank;

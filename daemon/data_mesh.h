@@ -4,7 +4,8 @@
 // every connection's hello is read with a deadline of its own while others are read, so idle or
 // slow strangers delay nobody; one that does not open with a valid hello from an expected rank,
 // from that rank's address, proving the group secret if there is one, is logged and closed, and
-// once the mesh has formed every new connection is turned away.
+// once the mesh has formed every new connection is turned away. Once the plan is known, an address
+// other than the group's may be opening at most 128 connections at once (OpeningsPerAddress).
 #pragma once
 
 #include <memory>
