@@ -19,12 +19,6 @@ Span block(const Schedule& schedule, BufferId buffer, int index) {
   return schedule.span(Chunk{static_cast<std::uint64_t>(index) * m, m}, buffer);
 }
 
-int highest_bit(int value) {
-  int bit = 0;
-  while ((value >> (bit + 1)) != 0) ++bit;
-  return bit;
-}
-
 }  // namespace
 
 Schedule direct_alltoall(int rank, int world_size, std::uint64_t block_count,
@@ -44,24 +38,18 @@ Schedule direct_alltoall(int rank, int world_size, std::uint64_t block_count,
   return schedule;
 }
 
-// Positions travel between three places: their block of `data` before they first move, one of two
-// scratch copies while they hop (a receive never lands where the same round sends from), and their
-// final block of `output` on their last hop. Position 0 never moves and is a local copy.
+// A position is in its block of `data` until it first moves; every hop lands it in its final block
+// of `output`, from which its next hop is sent: the round's receive lands on what it sends, at the
+// same place of the message (schedule.h), so no scratch is needed. Position 0 never moves and is a
+// local copy.
 Schedule bruck_alltoall(int rank, int world_size, std::uint64_t block_count,
                         std::size_t element_size) {
   Schedule schedule = empty_schedule({Collective::alltoall, world_size, block_count, element_size},
                                      Algorithm::bruck, rank);
   const int p = world_size;
   const int r = rank;
-  schedule.buffer_bytes[static_cast<int>(BufferId::scratch)] = 2 * data_bytes(schedule.shape);
-
   std::vector<Span> where(p);
-  std::vector<int> scratch_copy(p, 1);  // the scratch copy a position lands in next, alternating
   for (int j = 0; j < p; ++j) where[j] = block(schedule, BufferId::data, (r + j) % p);
-  const auto next_scratch = [&](int position) {
-    scratch_copy[position] ^= 1;
-    return block(schedule, BufferId::scratch, scratch_copy[position] * p + position);
-  };
 
   for (int bit = 0; (1 << bit) < p; ++bit) {
     Round& round = schedule.add_round();
@@ -71,8 +59,7 @@ Schedule bruck_alltoall(int rank, int world_size, std::uint64_t block_count,
     for (int j = 1; j < p; ++j) {
       if ((j & (1 << bit)) == 0) continue;
       send.spans.push_back(where[j]);
-      where[j] = highest_bit(j) == bit ? block(schedule, BufferId::output, positive_mod(r - j, p))
-                                       : next_scratch(j);
+      where[j] = block(schedule, BufferId::output, positive_mod(r - j, p));
       recv.spans.push_back(where[j]);
     }
   }

@@ -5,6 +5,9 @@
 // Round semantics, which every executor must honour:
 // 1. Sends read the buffers as they were when the round began.
 // 2. Receives land after that: `recv_copy` overwrites, `recv_reduce` combines with what is there.
+//    A receive may land on bytes the same round sends, at the offset of its message they are sent
+//    from (a hypercube exchange; a Bruck hop): the engine then holds a received segment until the
+//    segment of the send that reads its bytes is out, one segment per peer.
 // 3. Local copies run last, after every transfer of the round.
 // Messages between one ordered pair of ranks in one round match in the order they are listed.
 // Every rank of an op has the same number of rounds (idle ranks have empty rounds), and zero-length

@@ -35,6 +35,9 @@ struct InSegment {
   std::uint64_t length = 0;
   std::vector<Piece> pieces;
   RecvAction action = RecvAction::copy;
+  // Whether it is read into its peer's scratch, not straight into place: set before its first
+  // byte arrives, for one to be reduced, widened, or held (lands_on_unsent_bytes).
+  bool through_scratch = false;
 };
 
 bool overlap(const Span& a, const Span& b) {
@@ -664,10 +667,14 @@ class OpRun {
                         ", this rank expects " + std::to_string(on_the_wire(expected->length)) +
                         " at offset " + std::to_string(on_the_wire(expected->offset)));
       }
-      if (expected->action == RecvAction::copy && !wire_) {
-        targets = expected->pieces;
-      } else {
+      if (stream.payload_done == 0) {
+        expected->through_scratch =
+            expected->action != RecvAction::copy || wire_ || lands_on_unsent_bytes(*expected);
+      }
+      if (expected->through_scratch) {
         stream.scratch.resize(std::max<std::size_t>(stream.scratch.size(), segment_bytes_));
+      } else {
+        targets = expected->pieces;
       }
     }
     while (stream.payload_done < header.length) {
@@ -679,7 +686,7 @@ class OpRun {
       } else if (header.kind == FrameKind::abort) {
         destination = abort_text_.data() + stream.payload_done;
         room = header.length - stream.payload_done;
-      } else if (expected->action != RecvAction::copy || wire_) {
+      } else if (expected->through_scratch) {
         destination = stream.scratch.data() + stream.payload_done;
         room = header.length - stream.payload_done;
       } else {
@@ -723,14 +730,18 @@ class OpRun {
     const InSegment& segment = incoming_[peer].front();
     if (wire_) {
       widen_received(stream, segment);
-    } else if (segment.action != RecvAction::copy) {
+    } else if (segment.through_scratch) {
       const std::byte* received = stream.scratch.data();
       const std::size_t element = schedule_.shape.element_size;
       for (const Piece& piece : segment.pieces) {
         const bool local_first = segment.action == RecvAction::reduce_local_first;
-        reduce(options_.descriptor.dtype, options_.descriptor.op, piece.address,
-               local_first ? piece.address : received, local_first ? received : piece.address,
-               piece.length / element);
+        if (segment.action == RecvAction::copy) {
+          std::memcpy(piece.address, received, piece.length);
+        } else {
+          reduce(options_.descriptor.dtype, options_.descriptor.op, piece.address,
+                 local_first ? piece.address : received, local_first ? received : piece.address,
+                 piece.length / element);
+        }
         received += piece.length;
       }
     }

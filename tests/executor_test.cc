@@ -266,9 +266,10 @@ TEST(Executor, NoTensorSizedBufferOutlivesItsOp) {
   }
 }
 
-TEST(Executor, BruckAlltoallMovesEveryBlock) {
-  const int p = 5;
-  auto meshes = connected_meshes(p);
+// Runs a Bruck all-to-all of 7 f32 per block in 8-byte segments on `meshes` and checks where
+// every block ends.
+void expect_bruck_moves_every_block(std::vector<PeerMesh>& meshes) {
+  const int p = static_cast<int>(meshes.size());
   const OpShape shape{Collective::alltoall, p, 7, 4};
   std::vector<Bytes> outputs(p);
   std::vector<Status> statuses(p);
@@ -287,7 +288,30 @@ TEST(Executor, BruckAlltoallMovesEveryBlock) {
     ASSERT_TRUE(statuses[r].ok()) << statuses[r].to_string();
     for (int i = 0; i < p; ++i) {
       EXPECT_EQ(Bytes(outputs[r].begin() + i * 28, outputs[r].begin() + (i + 1) * 28),
-                gradsync::testing::pattern(i, r, 28));
+                gradsync::testing::pattern(i, r, 28))
+          << "p=" << p << " rank " << r << " block " << i;
+    }
+  }
+}
+
+TEST(Executor, BruckAlltoallMovesEveryBlock) {
+  auto meshes = connected_meshes(5);
+  expect_bruck_moves_every_block(meshes);
+}
+
+// Bruck's hops land where the same round sends from (schedule.h): with no scratch buffer, a
+// received segment is held until the sent one is out. Over channels that take 1 or 7 bytes a call
+// and hold 100, a sender meets a full channel while its receiver holds a segment.
+TEST(Executor, BruckAlltoallNeedsNoScratchAndHoldsSegmentsWithoutDeadlock) {
+  for (const int p : {2, 3, 5, 8}) {
+    EXPECT_EQ(build_schedule({Collective::alltoall, p, 1000, 4}, Algorithm::bruck, 0)
+                  .size_of(BufferId::scratch),
+              0u);
+    for (const std::size_t bytes_per_call : {std::size_t{1}, std::size_t{7}}) {
+      gradsync::testing::MemoryNetwork network(p, {100, bytes_per_call});
+      std::vector<PeerMesh> meshes;
+      for (int r = 0; r < p; ++r) meshes.emplace_back(r, p, 1, network.channels_of(r));
+      expect_bruck_moves_every_block(meshes);
     }
   }
 }

@@ -62,11 +62,13 @@ TEST_F(SimulatorErrors, APeerOutsideTheGroup) {
   EXPECT_EQ(simulate_all().message(), "rank 1: round 0: peer 4 is not a rank of a group of 4");
 }
 
-TEST_F(SimulatorErrors, ARecvCopyOverwritingWhatTheRoundSends) {
+// Rank 0's round 3 sends data[0, 8): a receive may land there only at its message's offset 0.
+TEST_F(SimulatorErrors, AReceiveOntoWhatTheRoundSendsAtAnotherOffset) {
   Round& round = schedules_[0].rounds[3];
-  round.recvs[0].spans[0] = round.sends[0].spans[0];
+  round.recvs[0].spans[0] = {BufferId::data, 4, 8};
   EXPECT_EQ(simulate_all().message(),
-            "rank 0: round 3: a recv_copy overwrites data[0, 8), which the round sends");
+            "rank 0: round 3: a receive lands on data[4, 12), which the round sends, at another "
+            "offset of its message than it is sent from");
 }
 
 TEST_F(SimulatorErrors, RanksThatEndWithDifferentResults) {
