@@ -8,8 +8,10 @@
 #include <asio/local/stream_protocol.hpp>
 #include <asio/steady_timer.hpp>
 #include <ctime>
+#include <functional>
 #include <map>
 
+#include "daemon/outbox.h"
 #include "net/message_stream.h"
 #include "net/socket.h"
 #include "proto/convert.h"
@@ -20,7 +22,11 @@ namespace {
 
 using asio::local::stream_protocol;
 
+// A client that takes none of its replies for this long, or leaves this many bytes of them
+// unread, is dropped. Replies are queued, not written by the op thread: a client that does not
+// read them cannot stall the rank's ops.
 constexpr auto kReplyTimeout = std::chrono::seconds(10);
+constexpr std::size_t kMaxQueuedReplyBytes = 4 * net::kMaxControlMessageBytes;
 // Regions one client may have attached at once: each is a mapping and a descriptor of this
 // daemon's, and a client that attached without end would exhaust them for every other client.
 // The client library keeps a pool of a few per op in flight and one per SharedTensor.
@@ -39,29 +45,42 @@ std::string clock_time(std::chrono::system_clock::time_point when) {
 
 }  // namespace
 
-class ClientSession {
+class ClientSession : public std::enable_shared_from_this<ClientSession> {
  public:
-  ClientSession(stream_protocol::socket socket, int pid)
-      : socket_(std::move(socket)), reader_(socket_.native_handle()), pid_(pid) {}
+  // `dropped` is called when the client fails to take its replies.
+  using Dropped = std::function<void(ClientSession&, const std::string& why)>;
+
+  ClientSession(stream_protocol::socket socket, int pid, Dropped dropped)
+      : socket_(std::move(socket)),
+        reader_(socket_.native_handle()),
+        pid_(pid),
+        dropped_(std::move(dropped)),
+        outbox_(socket_, kReplyTimeout, kMaxQueuedReplyBytes,
+                [this](const std::string& why) { dropped_(*this, why); }) {}
 
   stream_protocol::socket& socket() { return socket_; }
   int pid() const { return pid_; }
   net::MessageReader& reader() { return reader_; }
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
 
-  // False when the client takes no reply in time: its stream is then unusable (a reply may be
-  // half written) and the session is to end.
+  // Queues a reply; false once the client has failed to take its replies (the session is to
+  // end).
   bool reply(const proto::DaemonToClient& message) {
-    const Status status =
-        net::send_message(socket_.native_handle(), message, net::Deadline::after(kReplyTimeout));
-    if (!status.ok()) spdlog::warn("dropped a client that took no reply: {}", status.message());
-    return status.ok();
+    std::string framed;
+    if (const Status framing = net::frame_message(message, framed); !framing.ok()) {
+      spdlog::error("a reply to a client: {}", framing.message());
+      return false;
+    }
+    outbox_.push(std::move(framed), shared_from_this());
+    return !outbox_.failed();
   }
 
  private:
   stream_protocol::socket socket_;
   net::MessageReader reader_;
   const int pid_;  // the client process's, as the kernel said when it connected
+  const Dropped dropped_;
+  Outbox<stream_protocol::socket> outbox_;
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>> regions_;
 };
 
@@ -80,28 +99,38 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   }
 
   void accept() {
-    acceptor.async_accept(
-        [self = shared_from_this()](const asio::error_code& error, stream_protocol::socket socket) {
-          if (error == asio::error::operation_aborted) return;
-          if (error) {
-            // The descriptor limit, say: wait rather than spin on it.
-            spdlog::warn("cannot accept a client: {}", error.message());
-            self->backoff.expires_after(std::chrono::milliseconds(100));
-            self->backoff.async_wait([self](const asio::error_code& waited) {
-              if (!waited) self->accept();
-            });
-            return;
-          }
-          const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
-          if (const Status refused = self->refusal(peer); !refused.ok()) {
-            refuse(socket, refused);
-          } else {
-            auto session = std::make_shared<ClientSession>(std::move(socket), peer.pid);
-            self->sessions[session.get()] = session;
-            self->read(session);
-          }
-          self->accept();
+    acceptor.async_accept([self = shared_from_this()](const asio::error_code& error,
+                                                      stream_protocol::socket socket) {
+      if (error == asio::error::operation_aborted) return;
+      if (error) {
+        // The descriptor limit, say: wait rather than spin on it.
+        spdlog::warn("cannot accept a client: {}", error.message());
+        self->backoff.expires_after(std::chrono::milliseconds(100));
+        self->backoff.async_wait([self](const asio::error_code& waited) {
+          if (!waited) self->accept();
         });
+        return;
+      }
+      const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
+      if (const Status refused = self->refusal(peer); !refused.ok()) {
+        refuse(socket, refused);
+      } else {
+        auto session = std::make_shared<ClientSession>(
+            std::move(socket), peer.pid,
+            [weak = std::weak_ptr<State>(self)](ClientSession& dropped, const std::string& why) {
+              spdlog::warn("dropped a client (pid {}) that took no reply: {}", dropped.pid(), why);
+              const auto state = weak.lock();
+              if (!state) return;
+              if (const auto found = state->sessions.find(&dropped);
+                  found != state->sessions.end()) {
+                state->end(found->second);
+              }
+            });
+        self->sessions[session.get()] = session;
+        self->read(session);
+      }
+      self->accept();
+    });
   }
 
   // Why a client may not use this rank, if it may not. Another user's: the socket file is the

@@ -6,9 +6,9 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/write.hpp>
 #include <atomic>
 
+#include "daemon/outbox.h"
 #include "net/message_stream.h"
 #include "net/socket.h"
 #include "proto/convert.h"
@@ -21,6 +21,8 @@ using asio::ip::tcp;
 
 // The coordinator takes none of our bytes for this long: it is as good as gone.
 constexpr auto kSendTimeout = std::chrono::seconds(5);
+// Messages queued for the coordinator: heartbeats and reports, far below this.
+constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 
 }  // namespace
 
@@ -30,7 +32,12 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
       : socket(io),
         reader(fd.get()),
         heartbeat_timer(io),
-        write_deadline(io),
+        outbox(
+            socket, kSendTimeout, kMaxQueuedBytes,
+            [this](const std::string& why) {
+              lose(Status(ErrorCode::aborted, "lost the coordinator: " + why));
+            },
+            [this] { last_sent = std::chrono::steady_clock::now().time_since_epoch(); }),
         interval(heartbeat_interval),
         abort(abort_signal) {
     const bool v6 = net::is_ipv6_socket(fd.get());
@@ -93,37 +100,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
       lose(status);
       return;
     }
-    outbox.push_back(std::move(framed));
-    if (outbox.size() == 1) write();
-  }
-
-  void write() {
-    write_deadline.expires_after(kSendTimeout);
-    write_deadline.async_wait([self = shared_from_this()](const asio::error_code& error) {
-      // A deadline that a completed write moved on is not this one.
-      if (error || self->outbox.empty() ||
-          self->write_deadline.expiry() > std::chrono::steady_clock::now()) {
-        return;
-      }
-      self->lose(Status(ErrorCode::aborted, "lost the coordinator: it took no message for " +
-                                                std::to_string(kSendTimeout.count()) + " s"));
-    });
-    asio::async_write(
-        socket, asio::buffer(outbox.front()),
-        [self = shared_from_this()](const asio::error_code& error, std::size_t) {
-          if (error == asio::error::operation_aborted) return;
-          if (error) {
-            self->lose(Status(ErrorCode::aborted, "lost the coordinator: " + error.message()));
-            return;
-          }
-          self->outbox.pop_front();
-          self->last_sent = std::chrono::steady_clock::now().time_since_epoch();
-          if (self->outbox.empty()) {
-            self->write_deadline.cancel();
-          } else {
-            self->write();
-          }
-        });
+    outbox.push(std::move(framed), shared_from_this());
   }
 
   void lose(const Status& reason) {
@@ -139,18 +116,17 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
     asio::error_code ignored;
     socket.close(ignored);
     heartbeat_timer.cancel();
-    write_deadline.cancel();
+    outbox.cancel();
   }
 
   // Used on the event loop only.
   tcp::socket socket;
   net::MessageReader reader;
   asio::steady_timer heartbeat_timer;
-  asio::steady_timer write_deadline;
+  Outbox<tcp::socket> outbox;
   std::chrono::milliseconds interval;
   proto::WorkerToCoordinator heartbeat;
-  std::deque<std::string> outbox;  // front() is being written
-  bool gone = false;               // lost or aborted: nothing more is sent
+  bool gone = false;  // lost or aborted: nothing more is sent
   engine::AbortSignal& abort;
 
   // Shared with the worker's thread.

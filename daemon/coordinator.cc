@@ -10,12 +10,11 @@
 #include <asio/post.hpp>
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/write.hpp>
-#include <deque>
 #include <map>
 #include <memory>
 
 #include "daemon/membership.h"
+#include "daemon/outbox.h"
 #include "daemon/ready_file.h"
 #include "net/message_stream.h"
 
@@ -29,6 +28,8 @@ using asio::ip::tcp;
 // kept waiting for it.
 constexpr auto kSendTimeout = std::chrono::seconds(2);
 constexpr int kMessagesPerWakeup = 64;
+// Messages queued for one member: a few of the largest there are.
+constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 // What the kernel may hold for one connection (it doubles this): without a bound it grows its
 // send buffer to megabytes for a member that reads nothing, and the send deadline above would
 // never see that member fall behind.
@@ -37,17 +38,17 @@ constexpr int kSendBufferBytes = 64 << 10;
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 struct Connection {
-  Connection(ConnectionId id_in, tcp::socket socket_in)
+  Connection(ConnectionId id_in, tcp::socket socket_in, Outbox<tcp::socket>::Failed failed,
+             Outbox<tcp::socket>::Sent sent)
       : id(id_in),
         socket(std::move(socket_in)),
         reader(socket.native_handle()),
-        write_deadline(socket.get_executor()) {}
+        outbox(socket, kSendTimeout, kMaxQueuedBytes, std::move(failed), std::move(sent)) {}
 
   ConnectionId id;
   tcp::socket socket;
   net::MessageReader reader;
-  std::deque<std::string> outbox;  // front() is being written whenever it is not empty
-  asio::steady_timer write_deadline;
+  Outbox<tcp::socket> outbox;
   bool closing = false;  // the state machine is done with it: flush the outbox, then close
 };
 
@@ -104,7 +105,21 @@ class CoordinatorServer {
       const std::string from = net::peer_address(socket.native_handle()).to_string();
       asio::error_code ignored;
       socket.set_option(asio::socket_base::send_buffer_size(kSendBufferBytes), ignored);
-      auto connection = std::make_shared<Connection>(next_id_++, std::move(socket));
+      const ConnectionId id = next_id_++;
+      auto connection = std::make_shared<Connection>(
+          id, std::move(socket),
+          [this, id](const std::string& why) {
+            if (const auto found = connections_.find(id); found != connections_.end()) {
+              drop(found->second, why);
+            }
+          },
+          [this, id] {
+            const auto found = connections_.find(id);
+            if (found != connections_.end() && found->second->closing &&
+                found->second->outbox.empty()) {
+              destroy(found->second);
+            }
+          });
       connections_[connection->id] = connection;
       membership_.connected(connection->id, from, std::chrono::steady_clock::now());
       read(connection);
@@ -163,9 +178,7 @@ class CoordinatorServer {
         spdlog::error("coordinator: {}", status.message());
         continue;
       }
-      const bool idle = connection->outbox.empty();
-      connection->outbox.push_back(std::move(framed));
-      if (idle) write(connection);
+      connection->outbox.push(std::move(framed), connection);
     }
     if (const auto deadline = membership_.next_deadline()) {
       tick_.expires_at(*deadline);
@@ -179,35 +192,6 @@ class CoordinatorServer {
     }
   }
 
-  void write(const std::shared_ptr<Connection>& connection) {
-    if (connection->outbox.empty()) {
-      connection->write_deadline.cancel();
-      if (connection->closing) destroy(connection);
-      return;
-    }
-    // The deadline counts from the last write that made progress.
-    connection->write_deadline.expires_after(kSendTimeout);
-    connection->write_deadline.async_wait([this, connection](const asio::error_code& error) {
-      // A deadline that a completed write moved on is not this one.
-      if (error || connection->outbox.empty() ||
-          connection->write_deadline.expiry() > std::chrono::steady_clock::now()) {
-        return;
-      }
-      drop(connection, "took none of its messages for " +
-                           std::to_string(std::chrono::milliseconds(kSendTimeout).count()) + " ms");
-    });
-    asio::async_write(connection->socket, asio::buffer(connection->outbox.front()),
-                      [this, connection](const asio::error_code& error, std::size_t) {
-                        if (error == asio::error::operation_aborted) return;
-                        if (error) {
-                          drop(connection, "cannot send: " + error.message());
-                          return;
-                        }
-                        connection->outbox.pop_front();
-                        write(connection);
-                      });
-  }
-
   // The connection cannot be written to: the state machine hears of it, then it is closed
   // without waiting for its queue.
   void drop(const std::shared_ptr<Connection>& connection, const std::string& reason) {
@@ -218,7 +202,7 @@ class CoordinatorServer {
 
   void destroy(const std::shared_ptr<Connection>& connection) {
     connection->closing = true;
-    connection->write_deadline.cancel();
+    connection->outbox.cancel();
     asio::error_code ignored;
     connection->socket.close(ignored);
     connections_.erase(connection->id);

@@ -285,6 +285,28 @@ TEST(ClusterClientInput, AProcessCannotOpenConnectionsWithoutEnd) {
   expect_every_rank_still_serves(cluster);
 }
 
+// A client that asks and asks and reads none of the replies: they queue (up to a bound) instead
+// of being written by the rank's op thread, so the submitting client's ops go on at once; the
+// reader-less client is dropped on its reply deadline. (Written by the op thread, an all-reduce
+// waited up to 10 s behind the first reply that did not fit.)
+TEST(ClusterClientInput, AClientThatReadsNoRepliesDelaysNoOp) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  net::UniqueFd fd = raw_connection(cluster.cluster->sockets()[0]);
+  proto::ClientToDaemon ask;
+  ask.mutable_status_request();
+  std::string framed;
+  ASSERT_TRUE(net::frame_message(ask, framed).ok());
+  std::string requests;
+  for (int i = 0; i < 20000; ++i) requests += framed;
+  ASSERT_TRUE(net::write_all(fd.get(), std::as_bytes(std::span(requests)),
+                             net::Deadline::after(std::chrono::seconds(10)))
+                  .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the daemon has answered them
+  const auto start = std::chrono::steady_clock::now();
+  expect_every_rank_still_serves(cluster);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
 // At its descriptor limit a worker neither spins on accept nor stops: the connections past the
 // limit wait in the listen queue, the CPU stays idle, and once they close the worker serves on.
 TEST(ClusterClientInput, AtItsDescriptorLimitAWorkerWaitsWithoutSpinning) {

@@ -1,0 +1,100 @@
+// Messages queued for one stream socket and written in order on its event loop. Each write has a
+// deadline counted from the last one that made progress, and the queue a bound in bytes, so a peer
+// that reads nothing fails on its own instead of blocking the loop or growing the queue for ever.
+// Used by the coordinator for its members, by a worker for its coordinator and for its clients.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <asio/write.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace gradsync::daemon {
+
+template <typename Socket>
+class Outbox {
+ public:
+  // Called once, with what went wrong, when the peer takes no message in time, a write fails or
+  // the queue outgrows its bound; the owner then closes the socket.
+  using Failed = std::function<void(const std::string& why)>;
+  // Called after each message is written.
+  using Sent = std::function<void()>;
+
+  Outbox(Socket& socket, std::chrono::milliseconds timeout, std::size_t max_queued_bytes,
+         Failed failed, Sent sent = {})
+      : socket_(socket),
+        deadline_(socket.get_executor()),
+        timeout_(timeout),
+        max_queued_bytes_(max_queued_bytes),
+        failed_(std::move(failed)),
+        sent_(std::move(sent)) {}
+
+  // Queues a framed message (net::frame_message). `owner`, which holds the socket and this
+  // outbox, is kept alive until the writes are done.
+  void push(std::string framed, const std::shared_ptr<void>& owner) {
+    if (failed_once_) return;
+    queued_bytes_ += framed.size();
+    if (queued_bytes_ > max_queued_bytes_) {
+      fail(std::to_string(queued_bytes_) + " bytes of messages left unread");
+      return;
+    }
+    queue_.push_back(std::move(framed));
+    if (queue_.size() == 1) write(owner);
+  }
+
+  bool empty() const { return queue_.empty(); }
+  bool failed() const { return failed_once_; }
+
+  // Stops the deadline; a write still pending ends when its owner closes the socket.
+  void cancel() { deadline_.cancel(); }
+
+ private:
+  void write(const std::shared_ptr<void>& owner) {
+    deadline_.expires_after(timeout_);
+    deadline_.async_wait([this, owner](const asio::error_code& error) {
+      // A deadline that a completed write moved on is not this one.
+      if (error || queue_.empty() || deadline_.expiry() > std::chrono::steady_clock::now()) {
+        return;
+      }
+      fail("no message taken for " + std::to_string(timeout_.count()) + " ms");
+    });
+    asio::async_write(socket_, asio::buffer(queue_.front()),
+                      [this, owner](const asio::error_code& error, std::size_t) {
+                        if (error == asio::error::operation_aborted || failed_once_) return;
+                        if (error) {
+                          fail("cannot send: " + error.message());
+                          return;
+                        }
+                        queued_bytes_ -= queue_.front().size();
+                        queue_.pop_front();
+                        if (queue_.empty()) {
+                          deadline_.cancel();
+                        } else {
+                          write(owner);
+                        }
+                        if (sent_) sent_();
+                      });
+  }
+
+  void fail(const std::string& why) {
+    if (failed_once_) return;
+    failed_once_ = true;
+    deadline_.cancel();
+    failed_(why);
+  }
+
+  Socket& socket_;
+  asio::steady_timer deadline_;
+  const std::chrono::milliseconds timeout_;
+  const std::size_t max_queued_bytes_;
+  const Failed failed_;
+  const Sent sent_;
+  std::deque<std::string> queue_;  // front() is being written whenever it is not empty
+  std::size_t queued_bytes_ = 0;
+  bool failed_once_ = false;
+};
+
+}  // namespace gradsync::daemon
