@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 
+#include "daemon/accept_loop.h"
 #include "daemon/outbox.h"
 #include "net/message_stream.h"
 #include "net/socket.h"
@@ -99,38 +100,28 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   }
 
   void accept() {
-    acceptor.async_accept([self = shared_from_this()](const asio::error_code& error,
-                                                      stream_protocol::socket socket) {
-      if (error == asio::error::operation_aborted) return;
-      if (error) {
-        // The descriptor limit, say: wait rather than spin on it.
-        spdlog::warn("cannot accept a client: {}", error.message());
-        self->backoff.expires_after(std::chrono::milliseconds(100));
-        self->backoff.async_wait([self](const asio::error_code& waited) {
-          if (!waited) self->accept();
+    accept_forever(acceptor, backoff, "a client", shared_from_this(),
+                   [this](stream_protocol::socket socket) { take(std::move(socket)); });
+  }
+
+  void take(stream_protocol::socket socket) {
+    const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
+    if (const Status refused = refusal(peer); !refused.ok()) {
+      refuse(socket, refused);
+      return;
+    }
+    auto session = std::make_shared<ClientSession>(
+        std::move(socket), peer.pid,
+        [weak = weak_from_this()](ClientSession& dropped, const std::string& why) {
+          spdlog::warn("dropped a client (pid {}) that took no reply: {}", dropped.pid(), why);
+          const auto state = weak.lock();
+          if (!state) return;
+          if (const auto found = state->sessions.find(&dropped); found != state->sessions.end()) {
+            state->end(found->second);
+          }
         });
-        return;
-      }
-      const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
-      if (const Status refused = self->refusal(peer); !refused.ok()) {
-        refuse(socket, refused);
-      } else {
-        auto session = std::make_shared<ClientSession>(
-            std::move(socket), peer.pid,
-            [weak = std::weak_ptr<State>(self)](ClientSession& dropped, const std::string& why) {
-              spdlog::warn("dropped a client (pid {}) that took no reply: {}", dropped.pid(), why);
-              const auto state = weak.lock();
-              if (!state) return;
-              if (const auto found = state->sessions.find(&dropped);
-                  found != state->sessions.end()) {
-                state->end(found->second);
-              }
-            });
-        self->sessions[session.get()] = session;
-        self->read(session);
-      }
-      self->accept();
-    });
+    sessions[session.get()] = session;
+    read(session);
   }
 
   // Why a client may not use this rank, if it may not. Another user's: the socket file is the

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 
+#include "daemon/accept_loop.h"
 #include "daemon/membership.h"
 #include "daemon/outbox.h"
 #include "daemon/ready_file.h"
@@ -34,8 +35,6 @@ constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 // send buffer to megabytes for a member that reads nothing, and the send deadline above would
 // never see that member fall behind.
 constexpr int kSendBufferBytes = 64 << 10;
-// After a failed accept (the descriptor limit, say), wait this long rather than retry at once.
-constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 struct Connection {
   Connection(ConnectionId id_in, tcp::socket socket_in, Outbox<tcp::socket>::Failed failed,
@@ -91,41 +90,35 @@ class CoordinatorServer {
   }
 
  private:
+  // The server outlives its event loop.
   void accept() {
-    acceptor_.async_accept([this](const asio::error_code& error, tcp::socket socket) {
-      if (error == asio::error::operation_aborted) return;
-      if (error) {
-        spdlog::warn("coordinator: cannot accept a connection: {}", error.message());
-        accept_backoff_.expires_after(kAcceptBackoff);
-        accept_backoff_.async_wait([this](const asio::error_code& waited) {
-          if (!waited) accept();
+    accept_forever(acceptor_, accept_backoff_, "a connection to the coordinator", nullptr,
+                   [this](tcp::socket socket) { take(std::move(socket)); });
+  }
+
+  void take(tcp::socket socket) {
+    const std::string from = net::peer_address(socket.native_handle()).to_string();
+    asio::error_code ignored;
+    socket.set_option(asio::socket_base::send_buffer_size(kSendBufferBytes), ignored);
+    const ConnectionId id = next_id_++;
+    auto connection = std::make_shared<Connection>(
+        id, std::move(socket),
+        [this, id](const std::string& why) {
+          if (const auto found = connections_.find(id); found != connections_.end()) {
+            drop(found->second, why);
+          }
+        },
+        [this, id] {
+          const auto found = connections_.find(id);
+          if (found != connections_.end() && found->second->closing &&
+              found->second->outbox.empty()) {
+            destroy(found->second);
+          }
         });
-        return;
-      }
-      const std::string from = net::peer_address(socket.native_handle()).to_string();
-      asio::error_code ignored;
-      socket.set_option(asio::socket_base::send_buffer_size(kSendBufferBytes), ignored);
-      const ConnectionId id = next_id_++;
-      auto connection = std::make_shared<Connection>(
-          id, std::move(socket),
-          [this, id](const std::string& why) {
-            if (const auto found = connections_.find(id); found != connections_.end()) {
-              drop(found->second, why);
-            }
-          },
-          [this, id] {
-            const auto found = connections_.find(id);
-            if (found != connections_.end() && found->second->closing &&
-                found->second->outbox.empty()) {
-              destroy(found->second);
-            }
-          });
-      connections_[connection->id] = connection;
-      membership_.connected(connection->id, from, std::chrono::steady_clock::now());
-      read(connection);
-      apply();
-      accept();
-    });
+    connections_[connection->id] = connection;
+    membership_.connected(connection->id, from, std::chrono::steady_clock::now());
+    read(connection);
+    apply();
   }
 
   void read(const std::shared_ptr<Connection>& connection) {

@@ -19,6 +19,7 @@
 #include <set>
 
 #include "collective/group_plan.h"
+#include "daemon/accept_loop.h"
 #include "daemon/openings_per_address.h"
 #include "engine/frame.h"
 
@@ -185,31 +186,21 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
   }
 
   void accept() {
-    acceptor.async_accept(
-        [self = shared_from_this()](const asio::error_code& error, tcp::socket socket) {
-          if (error == asio::error::operation_aborted) return;
-          if (error) {
-            // The descriptor limit, say: wait rather than spin on it.
-            spdlog::warn("cannot accept a data connection: {}", error.message());
-            self->backoff.expires_after(std::chrono::milliseconds(100));
-            self->backoff.async_wait([self](const asio::error_code& waited) {
-              if (!waited) self->accept();
-            });
-            return;
-          }
-          const net::HostPort from = net::peer_address(socket.native_handle());
-          auto opening = self->openings->begin(address_key(from.host));
-          if (opening) {
-            self->read_hello(
-                std::make_shared<Arrival>(std::move(socket), from.to_string(), std::move(opening)));
-          } else if (self->crowded_refusals++ % 1000 == 0) {
-            spdlog::warn(
-                "rejected a data connection from {}: its address already opens {} (logged once "
-                "per thousand)",
-                from.to_string(), kOpeningsPerStranger);
-          }
-          self->accept();
-        });
+    accept_forever(acceptor, backoff, "a data connection", shared_from_this(),
+                   [this](tcp::socket socket) { take(std::move(socket)); });
+  }
+
+  void take(tcp::socket socket) {
+    const net::HostPort from = net::peer_address(socket.native_handle());
+    if (auto opening = openings->begin(address_key(from.host))) {
+      read_hello(
+          std::make_shared<Arrival>(std::move(socket), from.to_string(), std::move(opening)));
+    } else if (crowded_refusals++ % 1000 == 0) {
+      spdlog::warn(
+          "rejected a data connection from {}: its address already opens {} (logged once per "
+          "thousand)",
+          from.to_string(), kOpeningsPerStranger);
+    }
   }
 
   // Closes the arrival's socket if the next step takes longer than kHelloTimeout.

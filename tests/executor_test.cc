@@ -62,6 +62,20 @@ std::pair<PeerMesh, net::UniqueFd> mesh_and_hand_played_peer() {
   return {socket_mesh(0, std::move(sockets[0])), std::move(peer)};
 }
 
+// The header of a data frame of generation 1 for op `op_id`, as a hand-played peer sends it.
+FrameHeader frame_of_op(std::uint64_t op_id, std::uint64_t length) {
+  FrameHeader frame;
+  frame.generation = 1;
+  frame.op_id = op_id;
+  frame.length = length;
+  return frame;
+}
+
+void send_by_hand(const net::UniqueFd& socket, std::span<const std::byte> bytes) {
+  ASSERT_TRUE(
+      net::write_all(socket.get(), bytes, net::Deadline::after(std::chrono::seconds(1))).ok());
+}
+
 // Runs `body(rank)` on one thread per rank.
 void on_every_rank(int p, const std::function<void(int)>& body) {
   std::vector<std::thread> threads;
@@ -464,19 +478,11 @@ TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
   for (const std::uint32_t code : {0u, 9u, 255u}) {
     auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
     const OpShape shape{Collective::allreduce, 2, 10, 4};
-    FrameHeader abort;
+    FrameHeader abort = frame_of_op(1, 4);
     abort.kind = FrameKind::abort;
-    abort.generation = 1;
-    abort.op_id = 1;
     abort.segment = code;
-    abort.length = 4;
-    const EncodedHeader header = encode(abort);
-    ASSERT_TRUE(
-        net::write_all(rank1_socket.get(), header, net::Deadline::after(std::chrono::seconds(1)))
-            .ok());
-    ASSERT_TRUE(net::write_all(rank1_socket.get(), std::as_bytes(std::span("evil", 4)),
-                               net::Deadline::after(std::chrono::seconds(1)))
-                    .ok());
+    send_by_hand(rank1_socket, encode(abort));
+    send_by_hand(rank1_socket, std::as_bytes(std::span("evil", 4)));
     Bytes data(40);
     const Status status =
         execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr}, mesh,
@@ -494,14 +500,8 @@ TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
 TEST(Executor, APeerThatStopsMidFrameIsLostAfterTheStallTimeout) {
   auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const OpShape shape{Collective::allreduce, 2, 1000, 4};
-  FrameHeader frame;
-  frame.generation = 1;
-  frame.op_id = 1;
-  frame.length = 2000;
-  const EncodedHeader header = encode(frame);
-  ASSERT_TRUE(net::write_all(rank1_socket.get(), std::span(header).first(30),
-                             net::Deadline::after(std::chrono::seconds(1)))
-                  .ok());
+  const EncodedHeader header = encode(frame_of_op(1, 2000));
+  send_by_hand(rank1_socket, std::span(header).first(30));
   Bytes data(4000);
   ExecuteOptions options =
       options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 1 << 20);
@@ -524,15 +524,10 @@ TEST(Executor, APeerThatStopsMidFrameIsLostAfterTheStallTimeout) {
 TEST(Executor, AFrameOfAFarFutureOpFailsTheOpAtOnce) {
   auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const OpShape shape{Collective::allreduce, 2, 10, 4};
-  FrameHeader frame;
-  frame.generation = 1;
-  frame.op_id = 1000;
-  frame.length = 40;
+  FrameHeader frame = frame_of_op(1000, 40);
   frame.descriptor =
       options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1000, 256).descriptor;
-  ASSERT_TRUE(net::write_all(rank1_socket.get(), encode(frame),
-                             net::Deadline::after(std::chrono::seconds(1)))
-                  .ok());
+  send_by_hand(rank1_socket, encode(frame));
   Bytes data(40);
   const auto start = net::Clock::now();
   const Status status =
@@ -550,13 +545,7 @@ TEST(Executor, AFrameOfAFarFutureOpFailsTheOpAtOnce) {
 TEST(Executor, AFrameOfALaterOpWaitsWhileThisOpNeedsNothingFromItsPeer) {
   auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const OpShape shape{Collective::broadcast, 2, 10, 4};
-  FrameHeader frame;
-  frame.generation = 1;
-  frame.op_id = 2;
-  frame.length = 0;
-  ASSERT_TRUE(net::write_all(rank1_socket.get(), encode(frame),
-                             net::Deadline::after(std::chrono::seconds(1)))
-                  .ok());
+  send_by_hand(rank1_socket, encode(frame_of_op(2, 0)));
   Bytes data(40);
   const Status status =
       execute(build_schedule(shape, Algorithm::tree, 0), {data.data(), nullptr}, mesh,
