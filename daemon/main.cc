@@ -1,6 +1,7 @@
 // gradsyncd: the coordinator and the worker daemon, one binary with two subcommands. Every flag
 // also reads a GRADSYNC_* environment variable; the knobs other processes share come from the
 // knob table (config/knobs.h), and the start-up log line and --dry-run print what was parsed.
+#include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -67,9 +68,20 @@ gradsync::net::GroupSecret group_secret(const std::string& path,
   return secret;
 }
 
+// Protobuf logs every string field that is not UTF-8 on stderr before the parse fails, so a
+// hostile client could fill the log with one line per message. The daemon reports the failed parse
+// itself (and drops its sender); protobuf's own lines go to the debug level.
+void quiet_protobuf_logs() {
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char* file, int line, const std::string& message) {
+        spdlog::debug("protobuf {}:{}: {}", file, line, message);
+      });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  quiet_protobuf_logs();
   CLI::App app{"gradsyncd: the gradsync coordinator and worker daemon"};
   app.require_subcommand(1);
   bool dry_run = false;

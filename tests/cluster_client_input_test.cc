@@ -285,6 +285,31 @@ TEST(ClusterClientInput, AProcessCannotOpenConnectionsWithoutEnd) {
   expect_every_rank_still_serves(cluster);
 }
 
+// A string field that is not UTF-8 (the op's name): the client is dropped with one line of the
+// daemon's own; protobuf's line per message (a hostile client's way to fill the log) is not
+// logged at the default level.
+TEST(ClusterClientInput, AStringThatIsNotUtf8IsRefusedWithoutFloodingTheLog) {
+  testing::TestCluster cluster = testing::start_cluster(1);
+  for (int i = 0; i < 3; ++i) {
+    net::UniqueFd fd = raw_connection(cluster.cluster->sockets()[0]);
+    proto::ClientToDaemon submit;
+    submit.mutable_submit()->set_name("\xff\xfe");
+    std::string framed;
+    // The sending side does not check: what matters is what the daemon does with it.
+    submit.SerializeToString(&framed);
+    const auto length = static_cast<std::uint32_t>(framed.size());
+    framed.insert(0, std::string(reinterpret_cast<const char*>(&length), 4));
+    ASSERT_TRUE(net::write_all(fd.get(), std::as_bytes(std::span(framed)),
+                               net::Deadline::after(std::chrono::seconds(5)))
+                    .ok());
+    EXPECT_TRUE(net::wait_readable(fd.get(), net::Deadline::after(std::chrono::seconds(5))));
+  }
+  expect_every_rank_still_serves(cluster);
+  const std::string log = cluster.cluster->log_of_worker(0);
+  EXPECT_EQ(log.find("UTF-8"), std::string::npos) << log;
+  EXPECT_NE(log.find("dropped a client"), std::string::npos) << log;
+}
+
 // A client that asks and asks and reads none of the replies: they queue (up to a bound) instead
 // of being written by the rank's op thread, so the submitting client's ops go on at once; the
 // reader-less client is dropped on its reply deadline. (Written by the op thread, an all-reduce
