@@ -188,6 +188,12 @@ class CoordinatorServer {
   // The connection cannot be written to: the state machine hears of it, then it is closed
   // without waiting for its queue.
   void drop(const std::shared_ptr<Connection>& connection, const std::string& reason) {
+    if (connection->closing) {
+      // The state machine is done with it (a generation that ended, say): only its last messages
+      // are lost.
+      spdlog::warn("coordinator: gave up on the last messages to connection {}: {}", connection->id,
+                   reason);
+    }
     membership_.disconnected(connection->id, reason);
     apply();
     destroy(connection);

@@ -6,7 +6,8 @@ std::string join_proof(const net::GroupSecret& secret, std::string_view challeng
                        const proto::JoinRequest& join) {
   return secret.prove("gradsync join",
                       {challenge, join.nonce(), join.data_address(),
-                       net::proof_field(static_cast<std::uint64_t>(join.requested_rank()))});
+                       net::proof_field(static_cast<std::uint64_t>(join.requested_rank())),
+                       net::proof_field(static_cast<std::uint64_t>(join.previous_rank()))});
 }
 
 std::string assignment_proof(const net::GroupSecret& secret, std::string_view challenge,

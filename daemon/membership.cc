@@ -161,14 +161,14 @@ Status Membership::take_probe_report(const Connection& member, const proto::Prob
   if (stage_ != Stage::probing || probe_reports_[member.rank].has_value()) {
     return protocol_error("a probe report the coordinator did not ask for");
   }
-  if (Status check = check_probe_report(report, kGeneration, member.rank, config_.world_size);
+  if (Status check = check_probe_report(report, generation_, member.rank, config_.world_size);
       !check.ok()) {
     return check;
   }
   std::optional<std::vector<proto::ProbeReport>> reports;
   collect(member.rank, report, probe_reports_, reports);
   if (!reports) return {};
-  plan_ = plan_from_reports(kGeneration, *reports);
+  plan_ = plan_from_reports(generation_, *reports);
   calibration_request_ = calibration_request(plan_, config_.calibration_budget);
   if (calibration_request_.sizes().empty()) {
     publish();
@@ -200,7 +200,8 @@ Status Membership::take_calibration_report(const Connection& member,
   return {};
 }
 
-// Requested ranks first, the others in order of arrival.
+// Requested ranks first; the other members of the generation before next, in the order of their
+// ranks there; then the new ones, in order of arrival.
 void Membership::form_group() {
   std::vector<bool> taken(config_.world_size, false);
   by_rank_.assign(config_.world_size, 0);
@@ -212,6 +213,12 @@ void Membership::form_group() {
       by_rank_[member.rank] = id;
     }
   }
+  std::stable_sort(joined_.begin(), joined_.end(), [&](ConnectionId a, ConnectionId b) {
+    const proto::JoinRequest& first = *connections_.at(a).join;
+    const proto::JoinRequest& second = *connections_.at(b).join;
+    return first.has_previous_rank() &&
+           (!second.has_previous_rank() || first.previous_rank() < second.previous_rank());
+  });
   int next = 0;
   for (const ConnectionId id : joined_) {
     Connection& member = connections_.at(id);
@@ -222,12 +229,12 @@ void Membership::form_group() {
     by_rank_[next] = id;
   }
   joined_.clear();
-  spdlog::info("coordinator: group formed, generation {}; {}", kGeneration,
+  spdlog::info("coordinator: group formed, generation {}; {}", generation_,
                config_.network ? "the algorithm table comes from the given model"
                                : "the workers are probing their links");
   proto::CoordinatorToWorker message;
   proto::Assignment& assignment = *message.mutable_assignment();
-  assignment.set_generation(kGeneration);
+  assignment.set_generation(generation_);
   assignment.set_world_size(config_.world_size);
   assignment.set_probe_links(!config_.network);
   for (int rank = 0; rank < config_.world_size; ++rank) {
@@ -248,7 +255,7 @@ void Membership::form_group() {
   calibration_reports_.resize(config_.world_size);
   stage_ = Stage::probing;
   if (config_.network) {
-    plan_ = plan_from_model(kGeneration, config_.world_size, *config_.network);
+    plan_ = plan_from_model(generation_, config_.world_size, *config_.network);
     publish();
   }
 }
@@ -294,19 +301,34 @@ void Membership::lose(ConnectionId id, const std::string& reason) {
     return;
   }
   spdlog::warn("coordinator: lost rank {} ({}): {}", lost.rank, lost.from, reason);
-  if (stage_ != Stage::aborted) {
-    stage_ = Stage::aborted;
-    proto::CoordinatorToWorker message;
-    proto::Abort& abort = *message.mutable_abort();
-    abort.set_generation(kGeneration);
-    abort.add_lost_ranks(lost.rank);
-    to_proto(Status(ErrorCode::peer_lost,
-                    "rank " + std::to_string(lost.rank) + " was lost (" + reason + ")"),
-             *abort.mutable_reason());
-    // The lost member too: one that sent something wrong is still listening.
-    send_to_members(message);
+  end_generation(id, lost.rank, reason);
+}
+
+void Membership::end_generation(ConnectionId lost_id, int lost_rank, const std::string& reason) {
+  proto::CoordinatorToWorker message;
+  proto::Abort& abort = *message.mutable_abort();
+  abort.set_generation(generation_);
+  abort.add_lost_ranks(lost_rank);
+  to_proto(Status(ErrorCode::peer_lost,
+                  "rank " + std::to_string(lost_rank) + " was lost (" + reason + ")"),
+           *abort.mutable_reason());
+  // The lost member too: one that sent something wrong, or stalled, is still listening, and
+  // learns that it must join again.
+  send_to_members(message);
+  close(lost_id, reason);
+  for (const ConnectionId member : by_rank_) {
+    if (connections_.contains(member)) {
+      close(member, "generation " + std::to_string(generation_) + " ended");
+    }
   }
-  close(id, reason);
+  spdlog::info("coordinator: generation {} ended; generation {} forms from the workers that join",
+               generation_, generation_ + 1);
+  by_rank_.clear();
+  probe_reports_.clear();
+  calibration_reports_.clear();
+  plan_ = GroupPlan{};
+  stage_ = Stage::forming;
+  ++generation_;
 }
 
 }  // namespace gradsync::daemon

@@ -57,8 +57,8 @@ class Membership {
  public:
   // What the coordinator waits for: members, then (unless given a model) probe reports, then
   // calibration reports (unless the budget allows none); then the plan is out, until a member is
-  // lost.
-  enum class Stage { forming, probing, calibrating, published, aborted };
+  // lost. Then the next generation forms, from whoever joins (the survivors join again).
+  enum class Stage { forming, probing, calibrating, published };
 
   explicit Membership(MembershipConfig config) : config_(std::move(config)) {}
 
@@ -76,14 +76,12 @@ class Membership {
   std::vector<Action> take_actions();
 
   Stage stage() const { return stage_; }
-  std::uint64_t generation() const { return kGeneration; }
+  std::uint64_t generation() const { return generation_; }
   // Workers that have joined (before the group forms) or hold a rank (after).
   int members() const;
   const GroupPlan& plan() const { return plan_; }
 
  private:
-  static constexpr std::uint64_t kGeneration = 1;
-
   struct Connection {
     std::string from;
     TimePoint deadline;  // join, then heartbeat
@@ -101,15 +99,19 @@ class Membership {
   void send_to_members(const proto::CoordinatorToWorker& message);
   void send(ConnectionId id, const proto::CoordinatorToWorker& message);
   void close(ConnectionId id, const std::string& reason);
-  // Drops a connection for `reason`: before the group forms it only leaves; after, the group is
-  // aborted and every member is told.
+  // Drops a connection for `reason`: before the group forms it only leaves; after, the generation
+  // is aborted and every member is told (end_generation).
   void lose(ConnectionId id, const std::string& reason);
+  // Tells every member that the generation is over and closes their connections: the survivors
+  // join the next one, with whoever else joins, as new connections.
+  void end_generation(ConnectionId lost_id, int lost_rank, const std::string& reason);
 
   const MembershipConfig config_;
   std::map<ConnectionId, Connection> connections_;
   std::vector<ConnectionId> joined_;   // in order of arrival, until the group forms
   std::vector<ConnectionId> by_rank_;  // once formed
   Stage stage_ = Stage::forming;
+  std::uint64_t generation_ = 1;                                  // the one forming or formed
   std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
   std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
   std::uint64_t strangers_refused_ = 0;  // for the log: one line per thousand

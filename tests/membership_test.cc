@@ -1,7 +1,7 @@
 // The coordinator's membership state machine (daemon/membership.h) driven with a fake clock and no
 // sockets: formation and rank assignment, joins it must refuse, heartbeat expiry and the abort
-// that reaches every member, idle connections closed at their join deadline, and the plan
-// published once every report is in.
+// that reaches every member, the next generation formed from whoever joins then, idle connections
+// closed at their join deadline, and the plan published once every report is in.
 #include "daemon/membership.h"
 
 #include <gtest/gtest.h>
@@ -29,8 +29,9 @@ class MembershipTest : public ::testing::Test {
   }
 
   // Connection `id` opens, takes its challenge, and asks to join (for `rank`, or any), proving
-  // `secret` if one is given.
-  void join(ConnectionId id, int rank = -1, const std::string& secret = "") {
+  // `secret` if one is given; as the member that held `previous_rank` in the generation before.
+  void join(ConnectionId id, int rank = -1, const std::string& secret = "",
+            int previous_rank = -1) {
     membership_->connected(id, "10.0.0." + std::to_string(id) + ":1", now_);
     for (Action& action : membership_->take_actions()) {
       if (action.connection == id && action.message.has_challenge()) {
@@ -45,6 +46,7 @@ class MembershipTest : public ::testing::Test {
     request.set_data_address("127.0.0.1:" + std::to_string(5000 + id));
     request.set_requested_rank(rank);
     request.set_nonce("nonce of worker " + std::to_string(id));
+    if (previous_rank >= 0) request.set_previous_rank(previous_rank);
     if (!secret.empty()) {
       request.set_challenge_response(
           join_proof(net::GroupSecret(secret), challenges_[id], request));
@@ -246,7 +248,7 @@ TEST_F(MembershipTest, AWorkerSilentBeforeTheGroupFormsOnlyLeavesIt) {
   EXPECT_EQ(assignments(new_actions()), (std::map<ConnectionId, int>{{1, 0}, {3, 1}, {4, 2}}));
 }
 
-TEST_F(MembershipTest, AMemberSilentForTheHeartbeatTimeoutAbortsTheGroupForEveryone) {
+TEST_F(MembershipTest, AMemberSilentForTheHeartbeatTimeoutEndsTheGenerationForEveryone) {
   start(3);
   join(1);
   join(2);
@@ -262,14 +264,43 @@ TEST_F(MembershipTest, AMemberSilentForTheHeartbeatTimeoutAbortsTheGroupForEvery
   const std::vector<Action> actions = new_actions();
   EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_abort),
             (std::vector<ConnectionId>{1, 2, 3}));
-  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2}));
-  EXPECT_EQ(membership_->stage(), Membership::Stage::aborted);
+  // The lost member first; the survivors join the next generation on new connections.
+  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2, 1, 3}));
+  EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
+  EXPECT_EQ(membership_->generation(), 2u);
   const proto::Abort& abort = actions.front().message.abort();
+  EXPECT_EQ(abort.generation(), 1u);
   EXPECT_EQ(abort.lost_ranks(0), 1);
   EXPECT_EQ(abort.reason().message(), "rank 1 was lost (no heartbeat for 3000 ms)");
-  // A second loss aborts nothing more.
+  // A connection of the generation that ended changes nothing more.
   membership_->disconnected(1, "closed");
-  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{1}));
+  EXPECT_TRUE(new_actions().empty());
+}
+
+// After a loss the next generation forms from the survivors, who join again, and a replacement:
+// the survivors keep the order of their ranks before (compacted), newcomers come after them, and
+// every assignment names generation 2. The ended generation's ranks hold nothing: a worker that
+// stalled joins again like any other.
+TEST_F(MembershipTest, TheNextGenerationFormsFromSurvivorsAndNewcomers) {
+  start(3);
+  join(1);
+  join(2);
+  join(3);
+  new_actions();
+  membership_->disconnected(1, "connection closed");  // rank 0
+  new_actions();
+  join(10);             // a replacement, first to arrive
+  join(11, -1, "", 2);  // rank 2 of generation 1
+  join(12, -1, "", 1);  // rank 1 of generation 1
+  const std::vector<Action> actions = new_actions();
+  EXPECT_EQ(assignments(actions), (std::map<ConnectionId, int>{{12, 0}, {11, 1}, {10, 2}}));
+  for (const Action& action : actions) {
+    if (action.message.has_assignment()) {
+      EXPECT_EQ(action.message.assignment().generation(), 2u);
+    }
+  }
+  EXPECT_EQ(membership_->stage(), Membership::Stage::published);
+  EXPECT_EQ(membership_->plan().generation, 2u);
 }
 
 TEST_F(MembershipTest, AMemberThatSendsSomethingUnexpectedAbortsTheGroup) {
@@ -284,7 +315,7 @@ TEST_F(MembershipTest, AMemberThatSendsSomethingUnexpectedAbortsTheGroup) {
   ASSERT_FALSE(actions.empty());
   EXPECT_EQ(actions.front().message.abort().reason().message(),
             "rank 1 was lost (a second join request)");
-  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2}));
+  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2, 1}));
 }
 
 TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
