@@ -33,6 +33,8 @@ class LocalCluster {
   ChildProcess& worker(int rank) { return workers_[rank]; }
   ChildProcess& coordinator() { return coordinator_; }
   const std::string& coordinator_address() const { return coordinator_address_; }
+  // The group's secret, for a worker started beside the cluster's.
+  std::string secret_file() const { return directory_ + "/group.secret"; }
   std::string log_of_worker(int rank) const;
   std::string log_of_coordinator() const;
 

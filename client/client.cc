@@ -88,13 +88,19 @@ class ClientConnection {
     if (!reply.has_hello()) {
       throw ClientError(Status(ErrorCode::protocol_error, "the daemon did not answer the hello"));
     }
-    rank_ = reply.hello().rank();
-    world_size_ = reply.hello().world_size();
-    daemon_cpus_.assign(reply.hello().cpus().begin(), reply.hello().cpus().end());
+    take_hello(reply.hello());
+  }
+
+  void take_hello(const proto::DaemonHello& hello) {
+    rank_ = hello.rank();
+    world_size_ = hello.world_size();
+    generation_ = hello.generation();
+    daemon_cpus_.assign(hello.cpus().begin(), hello.cpus().end());
   }
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  std::uint64_t generation() const { return generation_; }
   const std::vector<int>& daemon_cpus() const { return daemon_cpus_; }
 
   std::shared_ptr<OpState> submit(const Submission& submission, const OpOptions& options) {
@@ -264,6 +270,7 @@ class ClientConnection {
   net::MessageReader reader_;
   int rank_ = 0;
   int world_size_ = 1;
+  std::uint64_t generation_ = 0;
   std::vector<int> daemon_cpus_;
   std::mutex mutex_;
   std::uint64_t next_request_id_ = 1;
@@ -325,6 +332,15 @@ Client::~Client() = default;
 
 int Client::rank() const { return connection_->rank(); }
 int Client::world_size() const { return connection_->world_size(); }
+std::uint64_t Client::generation() const { return connection_->generation(); }
+
+void Client::group(std::chrono::milliseconds timeout) {
+  proto::ClientToDaemon request;
+  request.mutable_hello();
+  const proto::DaemonToClient answer =
+      connection_->ask(request, &proto::DaemonToClient::has_hello, net::Deadline::after(timeout));
+  connection_->take_hello(answer.hello());
+}
 const std::vector<int>& Client::daemon_cpus() const { return connection_->daemon_cpus(); }
 
 bool Client::bind_thread_beside_daemon() {

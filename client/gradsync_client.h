@@ -115,8 +115,14 @@ class Client {
   Client& operator=(Client&&) noexcept;
   ~Client();
 
+  // This rank and the group's size, as of the generation the client last took note of.
   int rank() const;
   int world_size() const;
+  std::uint64_t generation() const;
+  // Takes note of the group as it is now, waiting while a new generation forms: after an op
+  // failed because a member was lost (PEER_LOST, ABORTED) the group re-forms, and later ops fail
+  // with GROUP_CHANGED until this is called. rank() and world_size() then say the new ones.
+  void group(std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // The CPUs the daemon runs on: all the machine's, unless it was started with --cpus.
   const std::vector<int>& daemon_cpus() const;
   // Binds the calling thread to the daemon's CPUs where that narrows where it may run, so that

@@ -22,6 +22,8 @@ std::string_view name(ErrorCode code) {
       return "aborted";
     case ErrorCode::unauthenticated:
       return "unauthenticated";
+    case ErrorCode::group_changed:
+      return "group changed";
     case ErrorCode::internal:
       return "internal error";
   }

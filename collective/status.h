@@ -17,7 +17,8 @@ enum class ErrorCode {
   protocol_error,
   aborted,
   unauthenticated,
-  internal,
+  group_changed,  // the group has a new generation the client has not taken note of
+  internal,       // the last: codes are checked against it
 };
 
 std::string_view name(ErrorCode code);

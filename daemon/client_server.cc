@@ -61,6 +61,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
 
   stream_protocol::socket& socket() { return socket_; }
   int pid() const { return pid_; }
+  // The generation of the group whose membership the client last took note of (by a hello).
+  std::uint64_t generation = 0;
   net::MessageReader& reader() { return reader_; }
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
 
@@ -110,7 +112,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       refuse(socket, refused);
       return;
     }
-    auto session = std::make_shared<ClientSession>(
+    const auto session = std::make_shared<ClientSession>(
         std::move(socket), peer.pid,
         [weak = weak_from_this()](ClientSession& dropped, const std::string& why) {
           spdlog::warn("dropped a client (pid {}) that took no reply: {}", dropped.pid(), why);
@@ -120,6 +122,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
             state->end(found->second);
           }
         });
+    session->generation = hello.generation();
     sessions[session.get()] = session;
     read(session);
   }
@@ -194,8 +197,11 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
              net::UniqueFd attached) {
     proto::DaemonToClient reply;
     if (message.has_hello()) {
-      *reply.mutable_hello() = hello;
-      return session->reply(reply);
+      if (between_generations) {
+        awaiting_hello.push_back(session);
+        return true;
+      }
+      return greet(*session);
     } else if (message.has_plan_request()) {
       *reply.mutable_plan() = plan;
       return session->reply(reply);
@@ -211,7 +217,16 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       attach(*session, message.attach(), std::move(attached));
     } else if (message.has_submit()) {
       PendingOp op{session, message.submit(), nullptr, 0};
-      if (Status claimed = claim(session); !claimed.ok()) {
+      Status claimed = claim(session);
+      if (claimed.ok() && session->generation != hello.generation()) {
+        claimed =
+            Status(ErrorCode::group_changed,
+                   "the group changed from generation " + std::to_string(session->generation) +
+                       " to " + std::to_string(hello.generation()) + ": this is now rank " +
+                       std::to_string(hello.rank()) + " of " + std::to_string(hello.world_size()) +
+                       "; take note of it (Client::group()) to go on");
+      }
+      if (!claimed.ok()) {
         proto::OpResult& result = *reply.mutable_result();
         result.set_request_id(op.op.request_id());
         to_proto(claimed, *result.mutable_status());
@@ -228,6 +243,14 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       return false;
     }
     return true;
+  }
+
+  // Answers a hello: the client takes note of the group as it is now.
+  bool greet(ClientSession& session) {
+    proto::DaemonToClient reply;
+    *reply.mutable_hello() = hello;
+    session.generation = hello.generation();
+    return session.reply(reply);
   }
 
   static void attach(ClientSession& session, const proto::AttachRegion& request,
@@ -295,8 +318,10 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   stream_protocol::acceptor acceptor;
   asio::steady_timer backoff;  // between accepts that failed
   const int client_uid;        // served besides the daemon's own user and root; -1: none
-  const proto::DaemonHello hello;
-  const proto::GroupPlan plan;
+  proto::DaemonHello hello;    // of the current generation
+  proto::GroupPlan plan;
+  bool between_generations = false;
+  std::vector<std::weak_ptr<ClientSession>> awaiting_hello;  // until the next generation
   const OpRunner run;
   const StatusSource status_source;
   std::map<const ClientSession*, std::shared_ptr<ClientSession>> sessions;
@@ -316,5 +341,21 @@ ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, int cli
 
 // Runs after the event loop has stopped, on the thread that ran it.
 ClientServer::~ClientServer() { state_->stop(); }
+
+void ClientServer::generation_ended() { state_->between_generations = true; }
+
+void ClientServer::new_generation(proto::DaemonHello hello, proto::GroupPlan plan) {
+  state_->hello = std::move(hello);
+  state_->plan = std::move(plan);
+  state_->between_generations = false;
+  // The submitting client's stream starts again: ops pair by their place in it.
+  state_->submitted = 0;
+  for (const auto& waiting : std::exchange(state_->awaiting_hello, {})) {
+    const std::shared_ptr<ClientSession> session = waiting.lock();
+    if (session && state_->sessions.contains(session.get()) && !state_->greet(*session)) {
+      state_->end(session);
+    }
+  }
+}
 
 }  // namespace gradsync::daemon

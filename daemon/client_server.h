@@ -6,7 +6,9 @@
 // read-only connections (a hello, the plan) are always served; a client of another user is
 // refused unless the worker was told to serve that user. A client that sends something
 // malformed is told why (or, if its stream is unreadable, disconnected); the daemon and the other
-// clients carry on.
+// clients carry on. When the group moves to a new generation, a client's ops fail with
+// GROUP_CHANGED until it has sent a hello again (Client::group()) and so taken note of its new rank
+// and world size: no op of a stream is paired across generations.
 #pragma once
 
 #include <chrono>
@@ -44,6 +46,11 @@ class ClientServer {
   ClientServer(asio::io_context& io, net::UniqueFd listener, int client_uid,
                proto::DaemonHello hello, proto::GroupPlan plan, OpRunner run, StatusSource status);
   ~ClientServer();
+
+  // The generation ended: a hello is answered once the next one has formed. On the op thread.
+  void generation_ended();
+  // The group's next generation, with this rank's new hello and plan. On the op thread.
+  void new_generation(proto::DaemonHello hello, proto::GroupPlan plan);
 
  private:
   struct State;

@@ -28,7 +28,7 @@ constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 
 struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop> {
   Loop(asio::io_context& io, net::UniqueFd fd, std::chrono::milliseconds heartbeat_interval,
-       engine::AbortSignal& abort_signal)
+       engine::AbortSignal& abort_signal, std::function<void()> lost_callback)
       : socket(io),
         reader(fd.get()),
         heartbeat_timer(io),
@@ -39,7 +39,8 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
             },
             [this] { last_sent = std::chrono::steady_clock::now().time_since_epoch(); }),
         interval(heartbeat_interval),
-        abort(abort_signal) {
+        abort(abort_signal),
+        on_lost(std::move(lost_callback)) {
     const bool v6 = net::is_ipv6_socket(fd.get());
     socket.assign(v6 ? tcp::v6() : tcp::v4(), fd.release());
     heartbeat.mutable_heartbeat();
@@ -104,12 +105,16 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   }
 
   void lose(const Status& reason) {
+    if (gone) return;
     gone = true;
     heartbeat_timer.cancel();
     abort.raise(reason);
-    std::lock_guard lock(mutex);
-    if (lost.ok()) lost = reason;
-    arrived.notify_all();
+    {
+      std::lock_guard lock(mutex);
+      lost = reason;
+      arrived.notify_all();
+    }
+    on_lost();
   }
 
   void stop() {
@@ -128,6 +133,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   proto::WorkerToCoordinator heartbeat;
   bool gone = false;  // lost or aborted: nothing more is sent
   engine::AbortSignal& abort;
+  const std::function<void()> on_lost;
 
   // Shared with the worker's thread.
   std::atomic<std::chrono::steady_clock::duration> last_sent{
@@ -146,8 +152,9 @@ Status ControlChannel::state(std::chrono::steady_clock::duration& heartbeat_age)
 
 ControlChannel::ControlChannel(asio::io_context& io, net::UniqueFd socket,
                                std::chrono::milliseconds heartbeat_interval,
-                               engine::AbortSignal& abort)
-    : loop_(std::make_shared<Loop>(io, std::move(socket), heartbeat_interval, abort)) {
+                               engine::AbortSignal& abort, std::function<void()> lost)
+    : loop_(std::make_shared<Loop>(io, std::move(socket), heartbeat_interval, abort,
+                                   std::move(lost))) {
   asio::post(io, [loop = loop_] { loop->start(); });
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,9 +25,12 @@ namespace gradsync::daemon {
 
 class ControlChannel {
  public:
-  // Starts reading and beating on `io` at once; `io` must outlive the channel's use.
+  // Starts reading and beating on `io` at once; `io` must outlive the channel's use. When the
+  // coordinator is lost or ends the generation, `abort` is raised and `lost` called, once, on
+  // `io`'s thread.
   ControlChannel(asio::io_context& io, net::UniqueFd socket,
-                 std::chrono::milliseconds heartbeat_interval, engine::AbortSignal& abort);
+                 std::chrono::milliseconds heartbeat_interval, engine::AbortSignal& abort,
+                 std::function<void()> lost);
   ~ControlChannel();
 
   // Ends every wait in next() with `reason`, from any thread (the worker is stopping).

@@ -382,6 +382,15 @@ DataPort::~DataPort() {
   });
 }
 
+void DataPort::expect_new_plan() {
+  std::lock_guard lock(loop_->mutex);
+  loop_->planned = false;
+  loop_->formed = false;
+  loop_->accepted.clear();
+  std::uint64_t signalled = 0;  // by the last generation's last arrival
+  (void)!::read(loop_->all_arrived.get(), &signalled, sizeof signalled);
+}
+
 Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline, int cancel_fd,
                            std::vector<net::UniqueFd>& sockets) {
   {

@@ -36,6 +36,10 @@ class DataPort {
   Status form_mesh(const MeshPlan& plan, net::Deadline deadline, int cancel_fd,
                    std::vector<net::UniqueFd>& sockets);
 
+  // The generation formed by the last form_mesh() has ended: hellos are kept again until the next
+  // plan comes.
+  void expect_new_plan();
+
  private:
   struct Loop;  // the part that lives on the event loop
 

@@ -5,6 +5,7 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/signal_set.hpp>
 #include <limits>
 #include <memory>
@@ -61,81 +62,193 @@ class Worker {
   }
 
  private:
+  // What forming a generation of the group yields.
+  struct Generation {
+    proto::Assignment assignment;
+    std::unique_ptr<engine::PeerMesh> mesh;
+    proto::GroupPlan plan_message;
+    GroupPlan plan;
+    std::uint64_t channel_serial = 0;  // which control channel's loss ends it
+  };
+
+  // Forms the first generation of the group, then serves clients on the op thread until the worker
+  // stops. When a generation ends (the coordinator lost a member, or was lost) the next is formed
+  // on a thread of its own while the op thread goes on answering clients: their ops fail at once,
+  // naming what ended the generation, instead of waiting for the group.
   int serve(asio::io_context& control_io) {
     net::UniqueFd data_listener;
-    net::UniqueFd control;
-    if (Status status = join(data_listener, control); !status.ok()) {
+    if (Status status = net::listen_tcp(config_.listen, data_listener); !status.ok()) {
       return fail("worker: " + status.message());
     }
+    data_port_number_ = net::local_address(data_listener.get()).port;
     // Served from now on: a connection to the data port is read and judged while the group forms.
     DataPort data_port(control_io, std::move(data_listener), config_.secret);
+    data_port_ = &data_port;
+    control_io_ = &control_io;
+    Generation first;
+    if (Status status = form_next(-1, first); !status.ok()) {
+      return fail("worker: " + status.message());
+    }
+    net::UniqueFd client_listener;
+    if (Status status = net::listen_unix(config_.socket_path, client_listener); !status.ok()) {
+      return fail("worker: " + status.message());
+    }
+    serving_since_ = std::chrono::steady_clock::now();
+    server_.emplace(
+        op_io_, std::move(client_listener), config_.client_uid, hello_for(first.assignment),
+        first.plan_message, [this](const PendingOp& op) { return run_op(op); },
+        [this] { return describe_self(); });
+    install(std::move(first));
+    op_io_.run();
+    if (former_.joinable()) former_.join();
+    server_.reset();
+    ::unlink(config_.socket_path.c_str());
+    spdlog::info("worker rank {}: {}", rank_, abort_.reason().message());
+    return exit_status_;
+  }
+
+  // Forms the next generation, as the rank held in the one before (`previous_rank`, -1 for none);
+  // one that ends while it forms is followed by the next. A join that is refused is not retried.
+  Status form_next(int previous_rank, Generation& formed) {
+    while (true) {
+      bool assigned = false;
+      const Status status = form_generation(previous_rank, formed, assigned);
+      if (status.ok() || !assigned || !abort_.raised()) return status;
+      std::lock_guard lock(stop_mutex_);
+      if (stopping_) return status;
+      spdlog::warn("worker: generation {} ended while it formed ({}); joining the next",
+                   formed.assignment.generation(), abort_.reason().message());
+      previous_rank = formed.assignment.rank();
+      formed = Generation{};
+      channel_.reset();
+      data_port_->expect_new_plan();
+      abort_.reset();
+    }
+  }
+
+  // Joins the coordinator, takes the assignment (`assigned` says whether it came), connects the
+  // data mesh and takes the plan.
+  Status form_generation(int previous_rank, Generation& formed, bool& assigned) {
+    net::UniqueFd control;
+    if (Status status = join(control, data_port_number_, previous_rank); !status.ok()) {
+      return status;
+    }
+    ControlChannel* channel = nullptr;
     {
       std::lock_guard lock(stop_mutex_);
-      channel_.emplace(control_io, std::move(control), config_.heartbeat_interval, abort_);
+      const std::uint64_t serial = ++channel_serial_;
+      channel_.emplace(
+          *control_io_, std::move(control), config_.heartbeat_interval, abort_,
+          [this, serial] { asio::post(op_io_, [this, serial] { end_generation(serial); }); });
       if (stopping_) channel_->interrupt(abort_.reason());
+      channel = &*channel_;
+      formed.channel_serial = serial;
     }
-    ControlChannel& channel = *channel_;
     proto::CoordinatorToWorker message;
-    Status status = channel.next(config_.join_timeout, "the group to form", message);
+    Status status = channel->next(config_.join_timeout, "the group to form", message);
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
     if (status.ok()) status = check_coordinator(message.assignment());
     MeshPlan plan;
     if (status.ok()) status = mesh_plan_from(message.assignment(), plan);
-    if (!status.ok()) return fail("worker: " + status.message());
-    const proto::Assignment assignment = message.assignment();
-    rank_ = plan.rank;
+    if (!status.ok()) return status;
+    assigned = true;
+    formed.assignment = message.assignment();
     spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
                  plan.generation);
+    const auto with_rank = [&](const Status& failed) {
+      return Status(failed.code(), "rank " + std::to_string(plan.rank) + ": " + failed.message());
+    };
     std::vector<net::UniqueFd> sockets;
-    status = data_port.form_mesh(plan, net::Deadline::after(kMeshTimeout), abort_.fd(), sockets);
-    if (!status.ok()) return fail("worker rank " + std::to_string(rank_) + ": " + status.message());
-    engine::PeerMesh mesh(plan.rank, plan.world_size, plan.generation,
-                          std::make_unique<net::SocketChannels>(std::move(sockets)));
-    proto::GroupPlan plan_message;
-    if (Status ready = prepare_plan(assignment, mesh, channel, plan_message); !ready.ok()) {
-      return fail("worker rank " + std::to_string(rank_) + ": " + ready.message());
-    }
-    spdlog::info("worker rank {}: generation {} plan:\n{}", plan.rank, plan_.generation,
-                 describe(plan_));
+    status = data_port_->form_mesh(plan, net::Deadline::after(kMeshTimeout), abort_.fd(), sockets);
+    if (!status.ok()) return with_rank(status);
+    formed.mesh = std::make_unique<engine::PeerMesh>(
+        plan.rank, plan.world_size, plan.generation,
+        std::make_unique<net::SocketChannels>(std::move(sockets)));
+    if (Status ready = prepare_plan(formed, *channel); !ready.ok()) return with_rank(ready);
+    spdlog::info("worker rank {}: generation {} plan:\n{}", plan.rank, plan.generation,
+                 describe(formed.plan));
+    return {};
+  }
 
-    net::UniqueFd client_listener;
-    status = net::listen_unix(config_.socket_path, client_listener);
-    if (!status.ok()) return fail("worker: " + status.message());
+  static proto::DaemonHello hello_for(const proto::Assignment& assignment) {
     proto::DaemonHello hello;
-    hello.set_rank(plan.rank);
-    hello.set_world_size(plan.world_size);
-    hello.set_generation(plan.generation);
+    hello.set_rank(assignment.rank());
+    hello.set_world_size(assignment.world_size());
+    hello.set_generation(assignment.generation());
     for (const int cpu : net::allowed_cpus()) hello.add_cpus(cpu);
+    return hello;
+  }
+
+  // Makes `formed` the generation the op thread serves.
+  void install(Generation formed) {
+    assignment_ = std::move(formed.assignment);
+    mesh_ = std::move(formed.mesh);
+    plan_ = std::move(formed.plan);
+    rank_ = assignment_.rank();
+    serving_serial_ = formed.channel_serial;
+    server_->new_generation(hello_for(assignment_), std::move(formed.plan_message));
+    spdlog::info("worker rank {}: serving clients on {} (generation {})", rank_,
+                 config_.socket_path, assignment_.generation());
+  }
+
+  // On the op thread, once control channel `serial` is lost: lets the generation it belongs to go
+  // and forms the next on a thread of its own. A channel lost while its generation formed is the
+  // forming thread's to see.
+  void end_generation(std::uint64_t serial) {
+    if (mesh_ == nullptr || serial != serving_serial_) return;
     {
-      const auto serving_since = std::chrono::steady_clock::now();
-      ClientServer server(
-          op_io_, std::move(client_listener), config_.client_uid, hello, plan_message,
-          [this, &mesh](const PendingOp& op) { return run_op(op, mesh); },
-          [&] { return describe_self(assignment, channel, serving_since); });
-      spdlog::info("worker rank {}: serving clients on {}", plan.rank, config_.socket_path);
-      op_io_.run();
+      std::lock_guard lock(stop_mutex_);
+      if (stopping_) return;
     }
-    ::unlink(config_.socket_path.c_str());
-    spdlog::info("worker rank {}: {}", rank_, abort_.reason().message());
-    return 0;
+    generation_end_ = abort_.reason();
+    spdlog::warn("worker rank {}: generation {} ended ({}); joining the next", rank_,
+                 assignment_.generation(), generation_end_.message());
+    mesh_.reset();
+    server_->generation_ended();
+    if (former_.joinable()) former_.join();
+    former_ = std::thread([this, previous_rank = rank_] {
+      {
+        std::lock_guard lock(stop_mutex_);
+        channel_.reset();
+        data_port_->expect_new_plan();
+        if (!stopping_) abort_.reset();
+      }
+      auto formed = std::make_shared<Generation>();
+      const Status status = form_next(previous_rank, *formed);
+      asio::post(op_io_, [this, formed, status] { next_generation_formed(status, *formed); });
+    });
+  }
+
+  void next_generation_formed(const Status& status, Generation& formed) {
+    if (!status.ok()) {
+      exit_status_ = fail("worker: " + status.message());
+      op_io_.stop();
+      return;
+    }
+    install(std::move(formed));
+    // Lost again before it was served.
+    if (abort_.raised()) end_generation(serving_serial_);
   }
 
   // What the worker knows of itself and its group, for `gradsync status`.
-  proto::DaemonStatus describe_self(const proto::Assignment& assignment,
-                                    const ControlChannel& channel,
-                                    std::chrono::steady_clock::time_point serving_since) const {
+  proto::DaemonStatus describe_self() {
     proto::DaemonStatus status;
-    status.set_rank(assignment.rank());
-    status.set_world_size(assignment.world_size());
-    status.set_generation(assignment.generation());
-    *status.mutable_peers() = assignment.peers();
+    status.set_rank(assignment_.rank());
+    status.set_world_size(assignment_.world_size());
+    status.set_generation(assignment_.generation());
+    *status.mutable_peers() = assignment_.peers();
     status.set_ops_served(ops_served_);
     status.set_ops_failed(ops_failed_);
     std::chrono::steady_clock::duration heartbeat_age{};
-    to_proto(channel.state(heartbeat_age), *status.mutable_coordinator());
+    {
+      std::lock_guard lock(stop_mutex_);
+      const Status coordinator = channel_ ? channel_->state(heartbeat_age)
+                                          : Status(ErrorCode::aborted, "the group is re-forming");
+      to_proto(coordinator, *status.mutable_coordinator());
+    }
     status.set_heartbeat_age_ms(std::chrono::duration<double, std::milli>(heartbeat_age).count());
     status.set_uptime_s(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - serving_since).count());
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - serving_since_).count());
     return status;
   }
 
@@ -167,13 +280,13 @@ class Worker {
 
   // Measures what the coordinator asks for (the links, then all-reduce itself) and takes the
   // group's plan, which decides what auto runs.
-  Status prepare_plan(const proto::Assignment& assignment, engine::PeerMesh& mesh,
-                      ControlChannel& channel, proto::GroupPlan& plan_message) {
+  Status prepare_plan(Generation& formed, ControlChannel& channel) {
+    engine::PeerMesh& mesh = *formed.mesh;
     OwnOpSettings own_ops;
     own_ops.segment_bytes = config_.segment_bytes;
     own_ops.spin = config_.spin;
     own_ops.stall_timeout = config_.stall_timeout;
-    if (assignment.probe_links()) {
+    if (formed.assignment.probe_links()) {
       proto::WorkerToCoordinator report;
       ProbeSettings settings;
       settings.ops = own_ops;
@@ -198,20 +311,19 @@ class Worker {
       if (!status.ok()) return status;
     }
     if (!message.has_plan()) return unexpected("the group's plan");
-    plan_message = message.plan();
-    if (Status status = from_proto(plan_message, plan_); !status.ok()) return status;
-    if (plan_.world_size != mesh.world_size() || plan_.generation != mesh.generation()) {
+    formed.plan_message = message.plan();
+    GroupPlan& plan = formed.plan;
+    if (Status status = from_proto(formed.plan_message, plan); !status.ok()) return status;
+    if (plan.world_size != mesh.world_size() || plan.generation != mesh.generation()) {
       return Status(ErrorCode::protocol_error,
-                    "the coordinator sent a plan for " + std::to_string(plan_.world_size) +
-                        " ranks of generation " + std::to_string(plan_.generation));
+                    "the coordinator sent a plan for " + std::to_string(plan.world_size) +
+                        " ranks of generation " + std::to_string(plan.generation));
     }
     return {};
   }
 
-  Status join(net::UniqueFd& data_listener, net::UniqueFd& control) {
-    if (Status status = net::listen_tcp(config_.listen, data_listener); !status.ok()) {
-      return status;
-    }
+  // Connects to the coordinator and asks to join, proving the group secret if there is one.
+  Status join(net::UniqueFd& control, std::uint16_t data_port_number, int previous_rank) {
     const auto deadline = net::Deadline::after(config_.join_timeout);
     if (Status status =
             net::connect_tcp_retrying(config_.coordinator, deadline, control, abort_.fd());
@@ -230,12 +342,12 @@ class Worker {
     challenge_ = first.challenge().nonce();
     const std::string host = config_.advertise_host.empty() ? net::local_address(control.get()).host
                                                             : config_.advertise_host;
-    const std::uint16_t port = net::local_address(data_listener.get()).port;
     proto::WorkerToCoordinator message;
     proto::JoinRequest& join = *message.mutable_join();
     join.set_data_address((host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                          std::to_string(port));
+                          std::to_string(data_port_number));
     join.set_requested_rank(config_.requested_rank);
+    if (previous_rank >= 0) join.set_previous_rank(previous_rank);
     join.set_nonce(net::make_nonce());
     if (!config_.secret.empty()) {
       join.set_challenge_response(join_proof(config_.secret, challenge_, join));
@@ -331,7 +443,19 @@ class Worker {
     return {};
   }
 
-  proto::DaemonToClient run_op(const PendingOp& pending, engine::PeerMesh& mesh) {
+  proto::DaemonToClient run_op(const PendingOp& pending) {
+    if (mesh_ == nullptr) {
+      // The group is between generations: the op fails at once, saying why.
+      proto::DaemonToClient reply;
+      reply.mutable_result()->set_request_id(pending.op.request_id());
+      to_proto(Status(generation_end_.code(), "rank " + std::to_string(rank_) + ": generation " +
+                                                  std::to_string(assignment_.generation()) +
+                                                  " ended (" + generation_end_.message() +
+                                                  "); the group is forming the next"),
+               *reply.mutable_result()->mutable_status());
+      return reply;
+    }
+    engine::PeerMesh& mesh = *mesh_;
     const auto start = net::Clock::now();
     engine::ExecuteOptions options;
     options.op_id = mesh.next_op_id();
@@ -375,10 +499,24 @@ class Worker {
   std::uint64_t ops_failed_ = 0;
   std::mutex stop_mutex_;
   bool stopping_ = false;
-  std::optional<ControlChannel> channel_;  // set once, under stop_mutex_
+  std::optional<ControlChannel> channel_;  // the generation's; set and reset under stop_mutex_
+  // Raised when the worker stops or the generation ends; lowered for the next generation.
   engine::AbortSignal abort_;
+  // Of the generation the op thread serves (or, between generations, of the one that ended).
+  proto::Assignment assignment_;
+  std::unique_ptr<engine::PeerMesh> mesh_;  // null between generations
   GroupPlan plan_;
   int rank_ = -1;
+  Status generation_end_;               // why the last generation ended
+  std::uint64_t channel_serial_ = 0;    // counts control channels, under stop_mutex_
+  std::uint64_t serving_serial_ = 0;    // the channel of the generation the op thread serves
+  std::optional<ClientServer> server_;  // from the first generation on
+  std::thread former_;                  // forms the next generation
+  asio::io_context* control_io_ = nullptr;
+  DataPort* data_port_ = nullptr;
+  std::uint16_t data_port_number_ = 0;
+  int exit_status_ = 0;
+  std::chrono::steady_clock::time_point serving_since_;
   std::string challenge_;  // the coordinator's, and this worker's nonce, of its join
   std::string nonce_;
 };

@@ -22,6 +22,13 @@ bool AbortSignal::raised() const {
   return !reason_.ok();
 }
 
+void AbortSignal::reset() {
+  std::lock_guard lock(mutex_);
+  reason_ = Status();
+  std::uint64_t count = 0;
+  [[maybe_unused]] const ssize_t drained = ::read(event_.get(), &count, sizeof count);
+}
+
 Status AbortSignal::reason() const {
   std::lock_guard lock(mutex_);
   return reason_;

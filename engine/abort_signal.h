@@ -18,6 +18,8 @@ class AbortSignal {
   void raise(Status reason);
   bool raised() const;
   Status reason() const;
+  // Lowers it again, for the group's next generation.
+  void reset();
 
  private:
   net::UniqueFd event_;

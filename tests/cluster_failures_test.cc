@@ -14,6 +14,7 @@
 #include "engine/frame.h"
 #include "net/socket.h"
 #include "support/cluster.h"
+#include "support/daemon_processes.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -106,11 +107,116 @@ TEST(ClusterFailures, AKilledWorkerIsNamedToEverySurvivorWithinSeconds) {
     }
   }
   EXPECT_TRUE(cluster.cluster->coordinator().running());
-  // The coordinator noticed too and told the survivors: their next op fails at once.
-  Bytes small(40);
-  const auto start = Clock::now();
-  EXPECT_THROW(cluster.clients[0].allreduce(small.data(), 10, DataType::f32), ClientError);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+
+  // The coordinator ended generation 1 and the survivors joined generation 2, which forms once a
+  // replacement for rank 2 joins (the group's size is fixed). An op a survivor submitted
+  // meanwhile fails with GROUP_CHANGED, naming its new rank; once every client has taken note of
+  // the new group, ops succeed again.
+  const std::string name = "replacement-rank2";
+  cli::ChildProcess replacement =
+      testing::start_worker(cluster.cluster->coordinator_address(),
+                            {"--rank", "2", "--secret-file", cluster.cluster->secret_file()}, name);
+  // Until then an op fails at once, saying that the group is forming its next generation.
+  std::vector<std::string> changes(kRanks);
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    if (rank == kVictim) return;
+    Bytes small(40);
+    for (int attempt = 0; attempt < 1000 && changes[rank].empty(); ++attempt) {
+      try {
+        client.allreduce(small.data(), 10, DataType::f32);
+        changes[rank] = "an op succeeded before the client took note of the new group";
+      } catch (const ClientError& error) {
+        if (error.code() == ErrorCode::group_changed) {
+          changes[rank] = error.what();
+        } else {
+          EXPECT_NE(std::string(error.what()).find("the group is forming the next"),
+                    std::string::npos)
+              << error.what();
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+    }
+  });
+  for (int rank = 0; rank < kRanks; ++rank) {
+    if (rank == kVictim) continue;
+    EXPECT_NE(changes[rank].find("from generation 1 to 2: this is now rank " +
+                                 std::to_string(rank) + " of 4"),
+              std::string::npos)
+        << "rank " << rank << ": " << changes[rank];
+  }
+  testing::wait_for_log(testing::log_path(name), std::regex("(serving clients)"));
+  cluster.clients[kVictim] = Client::connect(::testing::TempDir() + "/" + name + ".sock");
+  for (Client& client : cluster.clients) client.group();
+  EXPECT_EQ(cluster.clients[0].generation(), 2u);
+  expect_allreduce_works(cluster);
+  std::printf(
+      "the first op of generation 2 succeeded %lld ms after the kill\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed_at).count()));
+  EXPECT_EQ(replacement.stop(), 0);
+}
+
+// Runs an all-reduce on every rank until one succeeds: an op that fails with GROUP_CHANGED is
+// followed by taking note of the new group, one that fails otherwise (the group is still
+// forming) by another try. Returns when every rank has a right result.
+void allreduce_until_the_group_serves(testing::TestCluster& cluster) {
+  const int p = static_cast<int>(cluster.clients.size());
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    for (int attempt = 0; attempt < 2000; ++attempt) {
+      Bytes data = testing::contribution(DataType::f32, ReduceOp::sum, rank, 777);
+      try {
+        client.allreduce(data.data(), 777, DataType::f32);
+        EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, p, 777));
+        return;
+      } catch (const ClientError& error) {
+        if (error.code() == ErrorCode::group_changed) {
+          client.group();
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+    }
+    ADD_FAILURE() << "rank " << rank << " never got a right result";
+  });
+}
+
+// A worker stopped (SIGSTOP) for longer than the heartbeat timeout is dropped: the others' ops
+// fail naming it, and the group waits for its next generation. Once the worker resumes it sees
+// that it was dropped and joins again as the rank it held; the group serves every rank again.
+TEST(ClusterFailures, AStalledWorkerIsDroppedAndJoinsAgainWhenItResumes) {
+  constexpr int kRanks = 3;
+  testing::TestCluster cluster =
+      testing::start_cluster(kRanks, "", 0, {"--heartbeat-timeout-ms", "1500"});
+  expect_allreduce_works(cluster);
+  const pid_t stalled = cluster.cluster->worker(1).pid();
+  ASSERT_EQ(::kill(stalled, SIGSTOP), 0);
+  const auto stopped_at = Clock::now();
+  std::vector<std::string> errors(kRanks);
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    if (rank == 1) return;
+    Bytes data(40);
+    OpOptions options;
+    options.timeout = std::chrono::seconds(20);
+    try {
+      client.allreduce(data.data(), 10, DataType::f32, options);
+    } catch (const ClientError& error) {
+      errors[rank] = error.what();
+    }
+  });
+  for (const int rank : {0, 2}) {
+    EXPECT_NE(errors[rank].find("rank 1"), std::string::npos) << rank << ": " << errors[rank];
+  }
+  std::this_thread::sleep_until(stopped_at + std::chrono::milliseconds(2500));
+  const auto resumed_at = Clock::now();
+  ASSERT_EQ(::kill(stalled, SIGCONT), 0);
+  allreduce_until_the_group_serves(cluster);
+  std::printf("every rank served again %lld ms after SIGCONT\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - resumed_at)
+                      .count()));
+  for (Client& client : cluster.clients) EXPECT_EQ(client.generation(), 2u);
+  EXPECT_EQ(cluster.clients[1].rank(), 1);
+  EXPECT_NE(cluster.cluster->log_of_worker(1).find("generation 1 ended"), std::string::npos);
 }
 
 TEST(ClusterFailures, MismatchedSubmissionsFailEveryRankNamingBothSides) {

@@ -475,7 +475,8 @@ TEST(Executor, ALostPeerFailsTheOpNamingIt) {
 // A peer that sends an abort whose error code is OK, or no code at all: the op fails with a
 // protocol error naming the code; it neither succeeds nor brings the daemon down.
 TEST(Executor, AnAbortThatIsNotAFailureIsAProtocolError) {
-  for (const std::uint32_t code : {0u, 9u, 255u}) {
+  const auto past_the_last = static_cast<std::uint32_t>(ErrorCode::internal) + 1;
+  for (const std::uint32_t code : {0u, past_the_last, 255u}) {
     auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
     const OpShape shape{Collective::allreduce, 2, 10, 4};
     FrameHeader abort = frame_of_op(1, 4);

@@ -22,6 +22,7 @@ from gradsync._gradsync import (  # noqa: F401 (the exception classes are the pa
     Aborted,
     DeadlineExceeded,
     Error,
+    GroupChanged,
     Internal,
     InvalidArgument,
     Mismatch,
@@ -36,7 +37,7 @@ from gradsync import _gradsync
 __all__ = [
     "Client", "Work", "SharedTensor", "socket_from_environment", "Error", "InvalidArgument",
     "Mismatch", "PeerLost", "DeadlineExceeded", "ProtocolError", "Aborted", "Unauthenticated",
-    "Internal",
+    "GroupChanged", "Internal",
 ]
 
 def socket_from_environment():
@@ -130,6 +131,17 @@ class Client:
     @property
     def world_size(self):
         return self._client.world_size
+
+    @property
+    def generation(self):
+        """The group's generation whose membership this client last took note of."""
+        return self._client.generation
+
+    def group(self, timeout=60.0):
+        """Takes note of the group as it is now, waiting while its next generation forms: after a
+        member was lost, ops fail with GroupChanged until this is called; then rank and
+        world_size say the new ones."""
+        self._client.group(timeout)
 
     @property
     def bytes_copied(self):

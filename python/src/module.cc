@@ -39,6 +39,7 @@ void add_exception_classes(py::module_& module) {
       {ErrorCode::protocol_error, "ProtocolError"},
       {ErrorCode::aborted, "Aborted"},
       {ErrorCode::unauthenticated, "Unauthenticated"},
+      {ErrorCode::group_changed, "GroupChanged"},
       {ErrorCode::internal, "Internal"},
   };
   for (const auto& [code, name] : named) {
@@ -264,6 +265,13 @@ PYBIND11_MODULE(_gradsync, module) {
            py::arg("socket"), py::arg("timeout"), Release())
       .def_property_readonly("rank", &Client::rank)
       .def_property_readonly("world_size", &Client::world_size)
+      .def_property_readonly("generation", &Client::generation)
+      .def(
+          "group",
+          [](Client& client, double timeout_s) {
+            client.group(std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000 + 0.5)));
+          },
+          py::arg("timeout") = 60.0, Release())
       .def_property_readonly("daemon_cpus", &Client::daemon_cpus)
       .def_property_readonly("bytes_copied", &Client::bytes_copied)
       .def("plan_text",

@@ -1,6 +1,10 @@
 """Every failure a training script can meet comes as the gradsync.Error subclass of its code,
 with the daemon's message; the group carries on after those that do not end it."""
 
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 
@@ -56,3 +60,50 @@ def test_no_socket_in_the_environment_is_a_clear_error(monkeypatch):
         gradsync.Client()
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert gradsync.socket_from_environment() == "/b.sock"
+
+
+def worker_pid(socket):
+    """The pid of the gradsyncd worker that serves `socket`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if b"worker" in argv and socket.encode() in argv:
+            return int(entry)
+    raise AssertionError(f"no worker serves {socket}")
+
+
+def test_a_stalled_rank_rejoins_and_later_ops_say_the_group_changed(group2):
+    """Rank 1's daemon stopped past the heartbeat timeout (3 s): rank 0's op fails naming it;
+    once it resumes the group forms generation 2, an op fails with GroupChanged until the client
+    takes note of it with group(), and then ops succeed."""
+    pid = worker_pid(group2.sockets[1])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(gradsync.PeerLost, match="rank 1"):
+            group2.clients[0].allreduce(np.zeros(4, dtype=np.float32), timeout=20)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+    def until_it_serves(rank, client):
+        changed = False
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            data = np.ones(4, dtype=np.float32)
+            try:
+                client.allreduce(data)
+                return changed, client.generation, data
+            except gradsync.GroupChanged:
+                changed = True
+                client.group()
+            except gradsync.Error:
+                time.sleep(0.01)  # the next generation is still forming
+        raise AssertionError(f"rank {rank} was not served again within 30 s")
+
+    for changed, generation, data in group2.on_every_rank(until_it_serves):
+        assert changed and generation == 2
+        np.testing.assert_array_equal(data, np.full(4, 2.0, dtype=np.float32))
