@@ -100,7 +100,10 @@ void Membership::tick(TimePoint now) {
                 ? "no heartbeat for " + std::to_string(config_.heartbeat_timeout.count()) + " ms"
                 : "no join request within " + std::to_string(config_.join_timeout.count()) + " ms");
   }
-  for (const auto& [id, reason] : expired) lose(id, reason);
+  // The first loss of a member ends the generation and closes the others' connections.
+  for (const auto& [id, reason] : expired) {
+    if (connections_.contains(id)) lose(id, reason);
+  }
 }
 
 std::optional<TimePoint> Membership::next_deadline() const {

@@ -303,6 +303,21 @@ TEST_F(MembershipTest, TheNextGenerationFormsFromSurvivorsAndNewcomers) {
   EXPECT_EQ(membership_->plan().generation, 2u);
 }
 
+// Two members silent at once: the first one's loss ends the generation (and closes the other's
+// connection), once; the second is not lost again (a fuzzer found the state machine throwing).
+TEST_F(MembershipTest, MembersSilentAtOnceEndTheGenerationOnce) {
+  start(3);
+  join(1);
+  join(2);
+  join(3);
+  new_actions();
+  advance(milliseconds(3000));
+  const std::vector<Action> actions = new_actions();
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_abort).size(), 3u);
+  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{1, 2, 3}));
+  EXPECT_EQ(membership_->generation(), 2u);
+}
+
 TEST_F(MembershipTest, AMemberThatSendsSomethingUnexpectedAbortsTheGroup) {
   start(2);
   join(1);
