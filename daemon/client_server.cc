@@ -23,11 +23,10 @@ namespace {
 
 using asio::local::stream_protocol;
 
-// A client that takes none of its replies for this long, or leaves this many bytes of them
+// A client that takes none of its replies for this long, or leaves kMaxQueuedBytes of them
 // unread, is dropped. Replies are queued, not written by the op thread: a client that does not
 // read them cannot stall the rank's ops.
 constexpr auto kReplyTimeout = std::chrono::seconds(10);
-constexpr std::size_t kMaxQueuedReplyBytes = 4 * net::kMaxControlMessageBytes;
 // Regions one client may have attached at once: each is a mapping and a descriptor of this
 // daemon's, and a client that attached without end would exhaust them for every other client.
 // The client library keeps a pool of a few per op in flight and one per SharedTensor.
@@ -56,8 +55,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
         reader_(socket_.native_handle()),
         pid_(pid),
         dropped_(std::move(dropped)),
-        outbox_(socket_, kReplyTimeout, kMaxQueuedReplyBytes,
-                [this](const std::string& why) { dropped_(*this, why); }) {}
+        outbox_(socket_, kReplyTimeout, [this](const std::string& why) { dropped_(*this, why); }) {}
 
   stream_protocol::socket& socket() { return socket_; }
   int pid() const { return pid_; }

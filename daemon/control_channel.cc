@@ -21,8 +21,6 @@ using asio::ip::tcp;
 
 // The coordinator takes none of our bytes for this long: it is as good as gone.
 constexpr auto kSendTimeout = std::chrono::seconds(5);
-// Messages queued for the coordinator: heartbeats and reports, far below this.
-constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 
 }  // namespace
 
@@ -33,7 +31,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
         reader(fd.get()),
         heartbeat_timer(io),
         outbox(
-            socket, kSendTimeout, kMaxQueuedBytes,
+            socket, kSendTimeout,
             [this](const std::string& why) {
               lose(Status(ErrorCode::aborted, "lost the coordinator: " + why));
             },

@@ -29,8 +29,6 @@ using asio::ip::tcp;
 // kept waiting for it.
 constexpr auto kSendTimeout = std::chrono::seconds(2);
 constexpr int kMessagesPerWakeup = 64;
-// Messages queued for one member: a few of the largest there are.
-constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 // What the kernel may hold for one connection (it doubles this): without a bound it grows its
 // send buffer to megabytes for a member that reads nothing, and the send deadline above would
 // never see that member fall behind.
@@ -42,7 +40,7 @@ struct Connection {
       : id(id_in),
         socket(std::move(socket_in)),
         reader(socket.native_handle()),
-        outbox(socket, kSendTimeout, kMaxQueuedBytes, std::move(failed), std::move(sent)) {}
+        outbox(socket, kSendTimeout, std::move(failed), std::move(sent)) {}
 
   ConnectionId id;
   tcp::socket socket;

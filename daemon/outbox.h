@@ -12,7 +12,12 @@
 #include <memory>
 #include <string>
 
+#include "net/message_stream.h"
+
 namespace gradsync::daemon {
+
+// Bytes of messages one peer may leave unread: a few of the largest there are.
+inline constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 
 template <typename Socket>
 class Outbox {
@@ -23,12 +28,10 @@ class Outbox {
   // Called after each message is written.
   using Sent = std::function<void()>;
 
-  Outbox(Socket& socket, std::chrono::milliseconds timeout, std::size_t max_queued_bytes,
-         Failed failed, Sent sent = {})
+  Outbox(Socket& socket, std::chrono::milliseconds timeout, Failed failed, Sent sent = {})
       : socket_(socket),
         deadline_(socket.get_executor()),
         timeout_(timeout),
-        max_queued_bytes_(max_queued_bytes),
         failed_(std::move(failed)),
         sent_(std::move(sent)) {}
 
@@ -46,7 +49,7 @@ class Outbox {
       }
     }
     queued_bytes_ += framed.size();
-    if (queued_bytes_ > max_queued_bytes_) {
+    if (queued_bytes_ > kMaxQueuedBytes) {
       fail(std::to_string(queued_bytes_) + " bytes of messages left unread");
       return;
     }
@@ -112,7 +115,6 @@ class Outbox {
   Socket& socket_;
   asio::steady_timer deadline_;
   const std::chrono::milliseconds timeout_;
-  const std::size_t max_queued_bytes_;
   const Failed failed_;
   const Sent sent_;
   std::deque<std::string> queue_;  // front() is being written whenever it is not empty

@@ -130,7 +130,7 @@ class Worker {
   // data mesh and takes the plan.
   Status form_generation(int previous_rank, Generation& formed, bool& assigned) {
     net::UniqueFd control;
-    if (Status status = join(control, data_port_number_, previous_rank); !status.ok()) {
+    if (Status status = join(control, previous_rank); !status.ok()) {
       return status;
     }
     ControlChannel* channel = nullptr;
@@ -323,7 +323,7 @@ class Worker {
   }
 
   // Connects to the coordinator and asks to join, proving the group secret if there is one.
-  Status join(net::UniqueFd& control, std::uint16_t data_port_number, int previous_rank) {
+  Status join(net::UniqueFd& control, int previous_rank) {
     const auto deadline = net::Deadline::after(config_.join_timeout);
     if (Status status =
             net::connect_tcp_retrying(config_.coordinator, deadline, control, abort_.fd());
@@ -345,7 +345,7 @@ class Worker {
     proto::WorkerToCoordinator message;
     proto::JoinRequest& join = *message.mutable_join();
     join.set_data_address((host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                          std::to_string(data_port_number));
+                          std::to_string(data_port_number_));
     join.set_requested_rank(config_.requested_rank);
     if (previous_rank >= 0) join.set_previous_rank(previous_rank);
     join.set_nonce(net::make_nonce());
