@@ -36,7 +36,8 @@ ChildProcess ChildProcess::start(const std::vector<std::string>& argv, const std
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (!log_path.empty()) {
-      const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      // Appended to: a daemon started again on the same log goes on after the one before.
+      const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (log >= 0) {
         ::dup2(log, STDOUT_FILENO);
         ::dup2(log, STDERR_FILENO);

@@ -1,5 +1,6 @@
 #include "cli/local_cluster.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -49,30 +50,18 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   const auto log = [&](const std::string& name) {
     return options.verbose ? std::string() : result->directory_ + "/" + name + ".log";
   };
-  const std::string ready = result->directory_ + "/coordinator.address";
   // A group of its own: other groups on this machine, whatever ports they reuse, cannot mix
   // with it.
-  const std::string secret = result->directory_ + "/group.secret";
+  const std::string secret = result->secret_file();
   if (Status status = net::GroupSecret::create_file(secret); !status.ok()) return status;
-  std::vector<std::string> coordinator_argv = {daemon,          "coordinator",
-                                               "--listen",      "127.0.0.1:0",
-                                               "--world-size",  std::to_string(options.workers),
-                                               "--ready-file",  ready,
-                                               "--secret-file", secret};
-  coordinator_argv.insert(coordinator_argv.end(), options.coordinator_flags.begin(),
-                          options.coordinator_flags.end());
-  result->coordinator_ = ChildProcess::start(coordinator_argv, log("coordinator"));
-  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-  while (!std::filesystem::exists(ready)) {
-    if (!result->coordinator_.running() || std::chrono::steady_clock::now() > deadline) {
-      return Status(ErrorCode::internal,
-                    "the coordinator did not start: " + result->log_of_coordinator());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::string address = read_all(ready);
-  address.erase(address.find_last_not_of("\n") + 1);
-  result->coordinator_address_ = address;
+  result->coordinator_argv_ = {daemon,          "coordinator",
+                               "--world-size",  std::to_string(options.workers),
+                               "--secret-file", secret};
+  result->coordinator_argv_.insert(result->coordinator_argv_.end(),
+                                   options.coordinator_flags.begin(),
+                                   options.coordinator_flags.end());
+  if (Status status = result->start_coordinator("127.0.0.1:0"); !status.ok()) return status;
+  const std::string& address = result->coordinator_address_;
   const std::vector<int> cpus = net::allowed_cpus();
   const int spin_us =
       options.spin_us >= 0 ? options.spin_us : spin_us_for(options.workers, cpus.size());
@@ -92,9 +81,11 @@ Status LocalCluster::start(const LocalClusterOptions& options,
     if (options.bind_cpus && !cpus.empty()) {
       argv.insert(argv.end(), {"--cpus", std::to_string(cpus[rank % cpus.size()])});
     }
+    argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
     result->workers_.push_back(ChildProcess::start(argv, log("rank" + std::to_string(rank))));
     result->sockets_.push_back(socket);
   }
+  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
   for (int rank = 0; rank < options.workers; ++rank) {
     const std::string& socket = result->sockets_[rank];
     while (true) {
@@ -119,6 +110,32 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   }
   cluster = std::move(result);
   return {};
+}
+
+Status LocalCluster::start_coordinator(const std::string& listen) {
+  const std::string ready = directory_ + "/coordinator.address";
+  std::filesystem::remove(ready);
+  std::vector<std::string> argv = coordinator_argv_;
+  argv.insert(argv.end(), {"--listen", listen, "--ready-file", ready});
+  coordinator_ = ChildProcess::start(argv, verbose_ ? "" : directory_ + "/coordinator.log");
+  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (!std::filesystem::exists(ready)) {
+    if (!coordinator_.running() || std::chrono::steady_clock::now() > deadline) {
+      return Status(ErrorCode::internal, "the coordinator did not start: " + log_of_coordinator());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  coordinator_address_ = read_all(ready);
+  coordinator_address_.erase(coordinator_address_.find_last_not_of("\n") + 1);
+  return {};
+}
+
+Status LocalCluster::restart_coordinator() {
+  if (coordinator_.running()) {
+    ::kill(coordinator_.pid(), SIGKILL);
+    coordinator_.wait();
+  }
+  return start_coordinator(coordinator_address_);
 }
 
 LocalCluster::~LocalCluster() {

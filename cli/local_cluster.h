@@ -21,6 +21,7 @@ struct LocalClusterOptions {
   std::string daemon_path;        // empty: gradsyncd beside this executable
   bool verbose = false;           // daemons log to this terminal instead of to files
   std::vector<std::string> coordinator_flags;  // more flags for the coordinator
+  std::vector<std::string> worker_flags;       // more flags for every worker
 };
 
 class LocalCluster {
@@ -32,6 +33,9 @@ class LocalCluster {
   const std::vector<std::string>& sockets() const { return sockets_; }
   ChildProcess& worker(int rank) { return workers_[rank]; }
   ChildProcess& coordinator() { return coordinator_; }
+  // Kills the coordinator (if it still runs) and starts it again on the same address, as a
+  // supervisor would; returns once it listens.
+  Status restart_coordinator();
   const std::string& coordinator_address() const { return coordinator_address_; }
   // The group's secret, for a worker started beside the cluster's.
   std::string secret_file() const { return directory_ + "/group.secret"; }
@@ -40,7 +44,10 @@ class LocalCluster {
 
  private:
   LocalCluster() = default;
+  // Starts the coordinator listening on `listen` (HOST:PORT) and waits until it does.
+  Status start_coordinator(const std::string& listen);
   std::string directory_;
+  std::vector<std::string> coordinator_argv_;  // but where it listens
   ChildProcess coordinator_;
   std::vector<ChildProcess> workers_;
   std::vector<std::string> sockets_;

@@ -74,6 +74,15 @@ inline constexpr Knob<int> kJoinTimeoutMs{"--join-timeout-ms",
                                           3'600'000,
                                           "Give up if the group has not formed",
                                           kWorker};
+inline constexpr Knob<int> kCoordinatorTimeoutMs{
+    "--coordinator-timeout-ms",
+    "GRADSYNC_COORDINATOR_TIMEOUT_MS",
+    30'000,
+    100,
+    3'600'000,
+    "How long the group runs on without its coordinator while the worker reconnects; then its "
+    "ops fail",
+    kWorker};
 inline constexpr Knob<int> kHeartbeatTimeoutMs{"--heartbeat-timeout-ms",
                                                "GRADSYNC_HEARTBEAT_TIMEOUT_MS",
                                                3000,

@@ -26,19 +26,20 @@ constexpr auto kSendTimeout = std::chrono::seconds(5);
 
 struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop> {
   Loop(asio::io_context& io, net::UniqueFd fd, std::chrono::milliseconds heartbeat_interval,
-       engine::AbortSignal& abort_signal, std::function<void()> lost_callback)
+       engine::AbortSignal& abort_signal, std::function<void()> lost_callback, OnLoss on_loss)
       : socket(io),
         reader(fd.get()),
         heartbeat_timer(io),
         outbox(
             socket, kSendTimeout,
             [this](const std::string& why) {
-              lose(Status(ErrorCode::aborted, "lost the coordinator: " + why));
+              lose(Status(ErrorCode::aborted, "lost the coordinator: " + why), false);
             },
             [this] { last_sent = std::chrono::steady_clock::now().time_since_epoch(); }),
         interval(heartbeat_interval),
         abort(abort_signal),
-        on_lost(std::move(lost_callback)) {
+        on_lost(std::move(lost_callback)),
+        keeps_generation(on_loss == OnLoss::keep_generation) {
     const bool v6 = net::is_ipv6_socket(fd.get());
     socket.assign(v6 ? tcp::v6() : tcp::v4(), fd.release());
     heartbeat.mutable_heartbeat();
@@ -63,13 +64,13 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
       const Status status = reader.receive(message, net::Deadline(net::Clock::now()));
       if (status.code() == ErrorCode::deadline_exceeded) break;
       if (!status.ok()) {
-        lose(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()));
+        lose(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()), false);
         return;
       }
       if (message.has_abort()) {
         // A group that is still forming waits for nothing more either.
         spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
-        lose(from_proto(message.abort().reason()));
+        lose(from_proto(message.abort().reason()), true);
         continue;
       }
       if (message.has_assignment()) {
@@ -96,17 +97,19 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
     if (gone) return;  // nothing more reaches a lost coordinator; the queue must not grow
     std::string framed;
     if (Status status = net::frame_message(message, framed); !status.ok()) {
-      lose(status);
+      lose(status, false);
       return;
     }
     outbox.push(std::move(framed), shared_from_this());
   }
 
-  void lose(const Status& reason) {
+  // `ended` says that the coordinator (or the worker) ended the generation, rather than that only
+  // the connection was lost.
+  void lose(const Status& reason, bool ended) {
     if (gone) return;
     gone = true;
     heartbeat_timer.cancel();
-    abort.raise(reason);
+    if (ended || !keeps_generation) abort.raise(reason);
     {
       std::lock_guard lock(mutex);
       lost = reason;
@@ -132,6 +135,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   bool gone = false;  // lost or aborted: nothing more is sent
   engine::AbortSignal& abort;
   const std::function<void()> on_lost;
+  std::atomic<bool> keeps_generation;
 
   // Shared with the worker's thread.
   std::atomic<std::chrono::steady_clock::duration> last_sent{
@@ -150,9 +154,10 @@ Status ControlChannel::state(std::chrono::steady_clock::duration& heartbeat_age)
 
 ControlChannel::ControlChannel(asio::io_context& io, net::UniqueFd socket,
                                std::chrono::milliseconds heartbeat_interval,
-                               engine::AbortSignal& abort, std::function<void()> lost)
+                               engine::AbortSignal& abort, std::function<void()> lost,
+                               OnLoss on_loss)
     : loop_(std::make_shared<Loop>(io, std::move(socket), heartbeat_interval, abort,
-                                   std::move(lost))) {
+                                   std::move(lost), on_loss)) {
   asio::post(io, [loop = loop_] { loop->start(); });
 }
 
@@ -161,8 +166,10 @@ ControlChannel::~ControlChannel() {
 }
 
 void ControlChannel::interrupt(const Status& reason) {
-  asio::post(loop_->socket.get_executor(), [loop = loop_, reason] { loop->lose(reason); });
+  asio::post(loop_->socket.get_executor(), [loop = loop_, reason] { loop->lose(reason, true); });
 }
+
+void ControlChannel::keep_generation_when_lost() { loop_->keeps_generation = true; }
 
 void ControlChannel::send(const proto::WorkerToCoordinator& message) {
   asio::post(loop_->socket.get_executor(), [loop = loop_, message] { loop->queue(message); });

@@ -25,14 +25,21 @@ namespace gradsync::daemon {
 
 class ControlChannel {
  public:
+  // What losing the coordinator's connection does to the worker's generation: one that is still
+  // forming cannot go on without it; one that runs keeps its data mesh and goes on while the
+  // worker finds the coordinator again. A generation the coordinator ends is always over.
+  enum class OnLoss { end_generation, keep_generation };
+
   // Starts reading and beating on `io` at once; `io` must outlive the channel's use. When the
-  // coordinator is lost or ends the generation, `abort` is raised and `lost` called, once, on
-  // `io`'s thread.
+  // coordinator ends the generation, or is lost under OnLoss::end_generation, `abort` is raised;
+  // either way `lost` is called, once, on `io`'s thread.
   ControlChannel(asio::io_context& io, net::UniqueFd socket,
                  std::chrono::milliseconds heartbeat_interval, engine::AbortSignal& abort,
-                 std::function<void()> lost);
+                 std::function<void()> lost, OnLoss on_loss);
   ~ControlChannel();
 
+  // From any thread: the generation runs from now on (OnLoss::keep_generation).
+  void keep_generation_when_lost();
   // Ends every wait in next() with `reason`, from any thread (the worker is stopping).
   void interrupt(const Status& reason);
   // Queues a message; a failure to deliver it loses the channel (and raises the abort).

@@ -2,12 +2,32 @@
 
 namespace gradsync::daemon {
 
+namespace {
+
+// The running generation a join asks to keep (empty when it asks for none): its place and every
+// peer's address.
+std::string running_field(const proto::JoinRequest& join) {
+  if (!join.has_running()) return {};
+  const proto::Assignment& running = join.running();
+  std::string field = net::proof_field(running.generation()) +
+                      net::proof_field(static_cast<std::uint64_t>(running.rank())) +
+                      net::proof_field(static_cast<std::uint64_t>(running.world_size()));
+  for (const proto::Peer& peer : running.peers()) {
+    field += net::proof_field(static_cast<std::uint64_t>(peer.rank())) +
+             net::proof_field(peer.data_address().size()) + peer.data_address();
+  }
+  return field;
+}
+
+}  // namespace
+
 std::string join_proof(const net::GroupSecret& secret, std::string_view challenge,
                        const proto::JoinRequest& join) {
-  return secret.prove("gradsync join",
-                      {challenge, join.nonce(), join.data_address(),
-                       net::proof_field(static_cast<std::uint64_t>(join.requested_rank())),
-                       net::proof_field(static_cast<std::uint64_t>(join.previous_rank()))});
+  return secret.prove(
+      "gradsync join",
+      {challenge, join.nonce(), join.data_address(),
+       net::proof_field(static_cast<std::uint64_t>(join.requested_rank())),
+       net::proof_field(static_cast<std::uint64_t>(join.previous_rank())), running_field(join)});
 }
 
 std::string assignment_proof(const net::GroupSecret& secret, std::string_view challenge,

@@ -138,6 +138,8 @@ int main(int argc, char** argv) {
   std::string algorithm = "auto";
   std::size_t segment_bytes = 0;
   int join_timeout_ms = 0;
+  int coordinator_timeout_ms = 0;
+  bool no_rejoin = false;
   int spin_us = 0;
   int stall_timeout_ms = 0;
   int client_uid = 0;
@@ -177,6 +179,12 @@ int main(int argc, char** argv) {
                    "any); local clients can bind beside them")
       ->envname("GRADSYNC_CPUS");
   add_knob(*worker, knobs::kJoinTimeoutMs, join_timeout_ms);
+  add_knob(*worker, knobs::kCoordinatorTimeoutMs, coordinator_timeout_ms);
+  worker
+      ->add_flag("--no-rejoin", no_rejoin,
+                 "Exit (status 2) when the group's generation ends, instead of joining the next "
+                 "one; for a supervisor that restarts workers itself")
+      ->envname("GRADSYNC_NO_REJOIN");
 
   try {
     app.parse(argc, argv);
@@ -205,6 +213,8 @@ int main(int argc, char** argv) {
     config.algorithm = gradsync::parse_algorithm(algorithm);
     config.segment_bytes = segment_bytes;
     config.join_timeout = std::chrono::milliseconds(join_timeout_ms);
+    config.coordinator_timeout = std::chrono::milliseconds(coordinator_timeout_ms);
+    config.rejoin = !no_rejoin;
     config.spin = std::chrono::microseconds(spin_us);
     config.stall_timeout = std::chrono::milliseconds(stall_timeout_ms);
     config.client_uid = client_uid;

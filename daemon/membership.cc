@@ -38,7 +38,9 @@ std::string host_of(const std::string& address) { return address.substr(0, addre
 }  // namespace
 
 int Membership::members() const {
-  return static_cast<int>(stage_ == Stage::forming ? joined_.size() : by_rank_.size());
+  if (stage_ == Stage::forming) return static_cast<int>(joined_.size());
+  return static_cast<int>(std::count_if(by_rank_.begin(), by_rank_.end(),
+                                        [](ConnectionId id) { return id != kNoConnection; }));
 }
 
 void Membership::connected(ConnectionId connection, const std::string& from, TimePoint now) {
@@ -69,18 +71,18 @@ void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& mes
   if (found == connections_.end()) return;  // closed already; a late message changes nothing
   Connection& connection = found->second;
   if (!connection.join) {
-    if (Status status = admit(id, connection, message); !status.ok()) {
+    if (Status status = admit(id, connection, message, now); !status.ok()) {
       spdlog::warn("coordinator: rejected a connection from {}: {}", connection.from,
                    status.message());
-      // The worker learns why at once, instead of seeing its connection close.
-      proto::CoordinatorToWorker refusal;
-      to_proto(status, *refusal.mutable_abort()->mutable_reason());
-      send(id, refusal);
-      close(id, status.message());
+      refuse(id, status);
       return;
     }
     connection.deadline = now + config_.heartbeat_timeout;
-    if (static_cast<int>(joined_.size()) == config_.world_size) form_group();
+    if (stage_ == Stage::forming && static_cast<int>(joined_.size()) == config_.world_size) {
+      form_group();
+    } else if (stage_ == Stage::adopting && members() == config_.world_size) {
+      adopt();
+    }
     return;
   }
   connection.deadline = now + config_.heartbeat_timeout;
@@ -92,6 +94,14 @@ void Membership::disconnected(ConnectionId connection, const std::string& reason
 }
 
 void Membership::tick(TimePoint now) {
+  if (stage_ == Stage::adopting && adoption_deadline_ <= now) {
+    std::vector<int> missing;
+    for (int rank = 0; rank < config_.world_size; ++rank) {
+      if (by_rank_[rank] == kNoConnection) missing.push_back(rank);
+    }
+    end_generation(missing, "not back at the restarted coordinator within " +
+                                std::to_string(config_.heartbeat_timeout.count()) + " ms");
+  }
   std::vector<std::pair<ConnectionId, std::string>> expired;
   for (const auto& [id, connection] : connections_) {
     if (connection.deadline > now) continue;
@@ -111,13 +121,16 @@ std::optional<TimePoint> Membership::next_deadline() const {
   for (const auto& [id, connection] : connections_) {
     if (!earliest || connection.deadline < *earliest) earliest = connection.deadline;
   }
+  if (stage_ == Stage::adopting && (!earliest || adoption_deadline_ < *earliest)) {
+    earliest = adoption_deadline_;
+  }
   return earliest;
 }
 
 std::vector<Action> Membership::take_actions() { return std::exchange(actions_, {}); }
 
 Status Membership::admit(ConnectionId id, Connection& connection,
-                         const proto::WorkerToCoordinator& first) {
+                         const proto::WorkerToCoordinator& first, TimePoint now) {
   if (!first.has_join()) return protocol_error("the first message is not a join request");
   if (!config_.secret.empty() &&
       !net::same_proof(first.join().challenge_response(),
@@ -130,7 +143,10 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   if (Status status = net::parse_host_port(first.join().data_address(), address); !status.ok()) {
     return invalid("bad data address: " + status.message());
   }
-  if (stage_ != Stage::forming) {
+  if (first.join().has_running()) return admit_running(id, connection, first.join(), now);
+  // While a running generation is adopted, a newcomer waits: it is in the next generation if
+  // that one does not come back whole.
+  if (stage_ != Stage::forming && stage_ != Stage::adopting) {
     return invalid("the group of " + std::to_string(config_.world_size) + " is complete");
   }
   const int requested = first.join().requested_rank();
@@ -148,6 +164,81 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   spdlog::info("coordinator: {} joined ({} of {}), data address {}", connection.from,
                joined_.size(), config_.world_size, first.join().data_address());
   return {};
+}
+
+Status Membership::admit_running(ConnectionId id, Connection& connection,
+                                 const proto::JoinRequest& join, TimePoint now) {
+  const proto::Assignment& running = join.running();
+  const std::string generation = "generation " + std::to_string(running.generation());
+  // Only a coordinator that has run no group of its own yet can have been restarted under one.
+  const bool first_back = stage_ == Stage::forming && generation_ == 1;
+  if (!first_back && !(stage_ == Stage::adopting && running.generation() == generation_)) {
+    return Status(ErrorCode::aborted, generation + " does not run here: this coordinator " +
+                                          (stage_ == Stage::forming    ? "forms"
+                                           : stage_ == Stage::adopting ? "takes back"
+                                                                       : "runs") +
+                                          " generation " + std::to_string(generation_) +
+                                          "; join it as a new member");
+  }
+  const int world_size = config_.world_size;
+  if (running.world_size() != world_size || running.peers_size() != world_size) {
+    return invalid(generation + " runs " + std::to_string(running.world_size()) + " ranks (" +
+                   std::to_string(running.peers_size()) + " peers); this coordinator's group has " +
+                   std::to_string(world_size));
+  }
+  const int rank = running.rank();
+  if (rank < 0 || rank >= world_size || running.peers(rank).data_address() != join.data_address()) {
+    return invalid("rank " + std::to_string(rank) + " of " + generation +
+                   " is not at the data address it joins with");
+  }
+  for (int peer = 0; peer < world_size; ++peer) {
+    if (running.peers(peer).rank() != peer ||
+        (!first_back &&
+         running.peers(peer).data_address() != adopted_peers_[peer].data_address())) {
+      return invalid("its peer table of " + generation +
+                     " differs from that of the ranks back before it, at rank " +
+                     std::to_string(peer));
+    }
+  }
+  if (first_back) {
+    stage_ = Stage::adopting;
+    generation_ = running.generation();
+    adopted_peers_ = running.peers();
+    by_rank_.assign(world_size, kNoConnection);
+    adoption_deadline_ = now + config_.heartbeat_timeout;
+    spdlog::info("coordinator: rank {} runs {}; taking it back once every rank is (within {} ms)",
+                 rank, generation, config_.heartbeat_timeout.count());
+  } else if (by_rank_[rank] != kNoConnection) {
+    return invalid("rank " + std::to_string(rank) + " of " + generation + " is back already");
+  }
+  connection.join = join;
+  connection.rank = rank;
+  by_rank_[rank] = id;
+  spdlog::info("coordinator: rank {} of {} is back ({} of {}), from {}", rank, generation,
+               members(), world_size, connection.from);
+  return {};
+}
+
+void Membership::adopt() {
+  for (const ConnectionId newcomer : joined_) {
+    refuse(newcomer,
+           invalid("the group of " + std::to_string(config_.world_size) + " is complete"));
+  }
+  joined_.clear();
+  spdlog::info("coordinator: every rank of generation {} is back; it runs on", generation_);
+  plan_ = GroupPlan{};
+  plan_.generation = generation_;
+  plan_.world_size = config_.world_size;
+  send_assignments(adopted_peers_, false);
+  stage_ = Stage::published;
+}
+
+void Membership::refuse(ConnectionId id, const Status& why) {
+  // The worker learns why at once, instead of seeing its connection close.
+  proto::CoordinatorToWorker refusal;
+  to_proto(why, *refusal.mutable_abort()->mutable_reason());
+  send(id, refusal);
+  close(id, why.message());
 }
 
 Status Membership::take(const Connection& connection, const proto::WorkerToCoordinator& message) {
@@ -235,16 +326,30 @@ void Membership::form_group() {
   spdlog::info("coordinator: group formed, generation {}; {}", generation_,
                config_.network ? "the algorithm table comes from the given model"
                                : "the workers are probing their links");
+  google::protobuf::RepeatedPtrField<proto::Peer> peers;
+  for (int rank = 0; rank < config_.world_size; ++rank) {
+    proto::Peer& peer = *peers.Add();
+    peer.set_rank(rank);
+    peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
+  }
+  send_assignments(peers, !config_.network);
+  probe_reports_.resize(config_.world_size);
+  calibration_reports_.resize(config_.world_size);
+  stage_ = Stage::probing;
+  if (config_.network) {
+    plan_ = plan_from_model(generation_, config_.world_size, *config_.network);
+    publish();
+  }
+}
+
+void Membership::send_assignments(const google::protobuf::RepeatedPtrField<proto::Peer>& peers,
+                                  bool probe_links) {
   proto::CoordinatorToWorker message;
   proto::Assignment& assignment = *message.mutable_assignment();
   assignment.set_generation(generation_);
   assignment.set_world_size(config_.world_size);
-  assignment.set_probe_links(!config_.network);
-  for (int rank = 0; rank < config_.world_size; ++rank) {
-    proto::Peer& peer = *assignment.add_peers();
-    peer.set_rank(rank);
-    peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
-  }
+  assignment.set_probe_links(probe_links);
+  *assignment.mutable_peers() = peers;
   for (int rank = 0; rank < config_.world_size; ++rank) {
     assignment.set_rank(rank);
     const Connection& member = connections_.at(by_rank_[rank]);
@@ -253,13 +358,6 @@ void Membership::form_group() {
           assignment_proof(config_.secret, member.challenge, member.join->nonce(), assignment));
     }
     send(by_rank_[rank], message);
-  }
-  probe_reports_.resize(config_.world_size);
-  calibration_reports_.resize(config_.world_size);
-  stage_ = Stage::probing;
-  if (config_.network) {
-    plan_ = plan_from_model(generation_, config_.world_size, *config_.network);
-    publish();
   }
 }
 
@@ -304,21 +402,28 @@ void Membership::lose(ConnectionId id, const std::string& reason) {
     return;
   }
   spdlog::warn("coordinator: lost rank {} ({}): {}", lost.rank, lost.from, reason);
-  end_generation(id, lost.rank, reason);
+  end_generation({lost.rank}, reason);
 }
 
-void Membership::end_generation(ConnectionId lost_id, int lost_rank, const std::string& reason) {
+void Membership::end_generation(const std::vector<int>& lost_ranks, const std::string& reason) {
   proto::CoordinatorToWorker message;
   proto::Abort& abort = *message.mutable_abort();
   abort.set_generation(generation_);
-  abort.add_lost_ranks(lost_rank);
-  to_proto(Status(ErrorCode::peer_lost,
-                  "rank " + std::to_string(lost_rank) + " was lost (" + reason + ")"),
+  std::string ranks;
+  for (const int rank : lost_ranks) {
+    abort.add_lost_ranks(rank);
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+  }
+  to_proto(Status(ErrorCode::peer_lost, (lost_ranks.size() == 1 ? "rank " : "ranks ") + ranks +
+                                            (lost_ranks.size() == 1 ? " was" : " were") +
+                                            " lost (" + reason + ")"),
            *abort.mutable_reason());
   // The lost member too: one that sent something wrong, or stalled, is still listening, and
   // learns that it must join again.
   send_to_members(message);
-  close(lost_id, reason);
+  for (const int rank : lost_ranks) {
+    if (connections_.contains(by_rank_[rank])) close(by_rank_[rank], reason);
+  }
   for (const ConnectionId member : by_rank_) {
     if (connections_.contains(member)) {
       close(member, "generation " + std::to_string(generation_) + " ended");

@@ -1,7 +1,8 @@
 // The coordinator's membership logic (DESIGN.md §1, §5, §6) as a pure state machine: events in
 // (a connection opened, a message, a connection lost, the clock), actions out (send a message,
 // close a connection). It admits workers, assigns ranks, collects probe and calibration reports,
-// publishes the plan and aborts the generation when a member is lost or silent. No sockets, no
+// publishes the plan and aborts the generation when a member is lost or silent; restarted, it
+// takes back the generation its workers still run. No sockets, no
 // threads and no clock of its own: the caller passes the time, so tests drive it with a fake one.
 #pragma once
 
@@ -22,6 +23,7 @@
 namespace gradsync::daemon {
 
 using ConnectionId = std::uint64_t;
+inline constexpr ConnectionId kNoConnection = 0;  // the caller numbers connections from 1
 using TimePoint = std::chrono::steady_clock::time_point;
 
 struct MembershipConfig {
@@ -58,7 +60,10 @@ class Membership {
   // What the coordinator waits for: members, then (unless given a model) probe reports, then
   // calibration reports (unless the budget allows none); then the plan is out, until a member is
   // lost. Then the next generation forms, from whoever joins (the survivors join again).
-  enum class Stage { forming, probing, calibrating, published };
+  // A coordinator that restarts while its group runs on is adopting from the first join that asks
+  // to keep a running generation: once every rank of it is back, it is published again; a rank
+  // that is not back within a heartbeat timeout is lost, and the next generation forms.
+  enum class Stage { forming, adopting, probing, calibrating, published };
 
   explicit Membership(MembershipConfig config) : config_(std::move(config)) {}
 
@@ -90,11 +95,21 @@ class Membership {
     std::string challenge;  // the nonce this connection's join must prove the secret over
   };
 
-  Status admit(ConnectionId id, Connection& connection, const proto::WorkerToCoordinator& first);
+  Status admit(ConnectionId id, Connection& connection, const proto::WorkerToCoordinator& first,
+               TimePoint now);
+  // A join that asks to keep the generation it runs (JoinRequest.running).
+  Status admit_running(ConnectionId id, Connection& connection, const proto::JoinRequest& join,
+                       TimePoint now);
+  // Publishes the generation whose ranks have all come back.
+  void adopt();
+  void refuse(ConnectionId id, const Status& why);
   Status take(const Connection& connection, const proto::WorkerToCoordinator& message);
   Status take_probe_report(const Connection& member, const proto::ProbeReport& report);
   Status take_calibration_report(const Connection& member, const proto::CalibrationReport& report);
   void form_group();
+  // Sends every member its assignment: the peer table `peers`, which ranks are in by_rank_.
+  void send_assignments(const google::protobuf::RepeatedPtrField<proto::Peer>& peers,
+                        bool probe_links);
   void publish();
   void send_to_members(const proto::CoordinatorToWorker& message);
   void send(ConnectionId id, const proto::CoordinatorToWorker& message);
@@ -102,16 +117,20 @@ class Membership {
   // Drops a connection for `reason`: before the group forms it only leaves; after, the generation
   // is aborted and every member is told (end_generation).
   void lose(ConnectionId id, const std::string& reason);
-  // Tells every member that the generation is over and closes their connections: the survivors
-  // join the next one, with whoever else joins, as new connections.
-  void end_generation(ConnectionId lost_id, int lost_rank, const std::string& reason);
+  // Tells every member that the generation is over, `lost_ranks` lost for `reason`, and closes
+  // their connections: the survivors join the next one, with whoever else joins, as new
+  // connections.
+  void end_generation(const std::vector<int>& lost_ranks, const std::string& reason);
 
   const MembershipConfig config_;
   std::map<ConnectionId, Connection> connections_;
   std::vector<ConnectionId> joined_;   // in order of arrival, until the group forms
-  std::vector<ConnectionId> by_rank_;  // once formed
+  std::vector<ConnectionId> by_rank_;  // once formed; kNoConnection for a rank not back yet
   Stage stage_ = Stage::forming;
-  std::uint64_t generation_ = 1;                                  // the one forming or formed
+  std::uint64_t generation_ = 1;  // the one forming, adopting or formed
+  // Adopting: the running generation's peer table, and when its missing ranks are lost.
+  google::protobuf::RepeatedPtrField<proto::Peer> adopted_peers_;
+  TimePoint adoption_deadline_;
   std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
   std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
   std::uint64_t strangers_refused_ = 0;  // for the log: one line per thousand

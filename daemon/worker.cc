@@ -7,6 +7,7 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/signal_set.hpp>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,8 @@ namespace {
 constexpr auto kMeshTimeout = std::chrono::seconds(30);
 // The other ranks' probing, then the coordinator's answer.
 constexpr auto kPlanTimeout = std::chrono::milliseconds(60'000);
+// Between attempts to reach a coordinator that is gone, or restarting.
+constexpr auto kReattachBackoff = std::chrono::milliseconds(100);
 
 Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
 
@@ -72,9 +75,11 @@ class Worker {
   };
 
   // Forms the first generation of the group, then serves clients on the op thread until the worker
-  // stops. When a generation ends (the coordinator lost a member, or was lost) the next is formed
-  // on a thread of its own while the op thread goes on answering clients: their ops fail at once,
-  // naming what ended the generation, instead of waiting for the group.
+  // stops. When the coordinator ends a generation (it lost a member) the next is formed on a
+  // thread of its own while the op thread goes on answering clients: their ops fail at once,
+  // naming what ended the generation, instead of waiting for the group. When only the
+  // coordinator's connection is lost, the generation runs on while that thread finds the
+  // coordinator again (reattach).
   int serve(asio::io_context& control_io) {
     net::UniqueFd data_listener;
     if (Status status = net::listen_tcp(config_.listen, data_listener); !status.ok()) {
@@ -130,20 +135,13 @@ class Worker {
   // data mesh and takes the plan.
   Status form_generation(int previous_rank, Generation& formed, bool& assigned) {
     net::UniqueFd control;
-    if (Status status = join(control, previous_rank); !status.ok()) {
+    if (Status status =
+            join(control, previous_rank, nullptr, net::Deadline::after(config_.join_timeout));
+        !status.ok()) {
       return status;
     }
-    ControlChannel* channel = nullptr;
-    {
-      std::lock_guard lock(stop_mutex_);
-      const std::uint64_t serial = ++channel_serial_;
-      channel_.emplace(
-          *control_io_, std::move(control), config_.heartbeat_interval, abort_,
-          [this, serial] { asio::post(op_io_, [this, serial] { end_generation(serial); }); });
-      if (stopping_) channel_->interrupt(abort_.reason());
-      channel = &*channel_;
-      formed.channel_serial = serial;
-    }
+    ControlChannel* channel = open_channel(
+        std::move(control), ControlChannel::OnLoss::end_generation, formed.channel_serial);
     proto::CoordinatorToWorker message;
     Status status = channel->next(config_.join_timeout, "the group to form", message);
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
@@ -179,34 +177,80 @@ class Worker {
     return hello;
   }
 
+  // Makes `socket` the coordinator's channel; `serial` receives its number, which its loss
+  // names.
+  ControlChannel* open_channel(net::UniqueFd socket, ControlChannel::OnLoss on_loss,
+                               std::uint64_t& serial) {
+    std::lock_guard lock(stop_mutex_);
+    serial = ++channel_serial_;
+    channel_.emplace(
+        *control_io_, std::move(socket), config_.heartbeat_interval, abort_,
+        [this, serial = serial] { asio::post(op_io_, [this, serial] { channel_lost(serial); }); },
+        on_loss);
+    if (stopping_) channel_->interrupt(abort_.reason());
+    return &*channel_;
+  }
+
   // Makes `formed` the generation the op thread serves.
   void install(Generation formed) {
     assignment_ = std::move(formed.assignment);
     mesh_ = std::move(formed.mesh);
     plan_ = std::move(formed.plan);
     rank_ = assignment_.rank();
-    serving_serial_ = formed.channel_serial;
     server_->new_generation(hello_for(assignment_), std::move(formed.plan_message));
     spdlog::info("worker rank {}: serving clients on {} (generation {})", rank_,
                  config_.socket_path, assignment_.generation());
+    serve_channel(formed.channel_serial);
   }
 
-  // On the op thread, once control channel `serial` is lost: lets the generation it belongs to go
-  // and forms the next on a thread of its own. A channel lost while its generation formed is the
-  // forming thread's to see.
-  void end_generation(std::uint64_t serial) {
-    if (mesh_ == nullptr || serial != serving_serial_) return;
+  // Makes channel `serial` the one whose loss the op thread acts on, from now on keeping the
+  // generation when only the connection is lost; a loss that came first is acted on now.
+  void serve_channel(std::uint64_t serial) {
+    serving_serial_ = serial;
+    bool lost = false;
     {
       std::lock_guard lock(stop_mutex_);
-      if (stopping_) return;
+      if (channel_) {
+        channel_->keep_generation_when_lost();
+        std::chrono::steady_clock::duration unused;
+        lost = !channel_->state(unused).ok();
+      }
     }
+    if (lost || abort_.raised()) channel_lost(serial);
+  }
+
+  // On the op thread, once control channel `serial` is lost. A channel lost while its generation
+  // formed, or while it reattached, is that thread's to see.
+  void channel_lost(std::uint64_t serial) {
+    if (mesh_ == nullptr || serial != serving_serial_ || stopping()) return;
+    serving_serial_ = 0;
+    if (abort_.raised()) {
+      end_generation();
+      return;
+    }
+    spdlog::warn(
+        "worker rank {}: lost the coordinator; generation {} runs on while it is found "
+        "again (for up to {} ms)",
+        rank_, assignment_.generation(), config_.coordinator_timeout.count());
+    beside_op_thread([this, running = assignment_] { reattach(running); });
+  }
+
+  // On the op thread: lets the generation go (abort_ says why) and forms the next on a thread of
+  // its own, or ends the worker when it must not join again.
+  void end_generation() {
     generation_end_ = abort_.reason();
-    spdlog::warn("worker rank {}: generation {} ended ({}); joining the next", rank_,
-                 assignment_.generation(), generation_end_.message());
     mesh_.reset();
     server_->generation_ended();
-    if (former_.joinable()) former_.join();
-    former_ = std::thread([this, previous_rank = rank_] {
+    if (!config_.rejoin) {
+      exit_status_ = fail("worker rank " + std::to_string(rank_) + ": generation " +
+                          std::to_string(assignment_.generation()) + " ended (" +
+                          generation_end_.message() + "); not joining again (--no-rejoin)");
+      op_io_.stop();
+      return;
+    }
+    spdlog::warn("worker rank {}: generation {} ended ({}); joining the next", rank_,
+                 assignment_.generation(), generation_end_.message());
+    beside_op_thread([this, previous_rank = rank_] {
       {
         std::lock_guard lock(stop_mutex_);
         channel_.reset();
@@ -219,6 +263,12 @@ class Worker {
     });
   }
 
+  // Runs `work` on the thread that forms generations, once the last work there has ended.
+  void beside_op_thread(std::function<void()> work) {
+    if (former_.joinable()) former_.join();
+    former_ = std::thread(std::move(work));
+  }
+
   void next_generation_formed(const Status& status, Generation& formed) {
     if (!status.ok()) {
       exit_status_ = fail("worker: " + status.message());
@@ -226,8 +276,85 @@ class Worker {
       return;
     }
     install(std::move(formed));
-    // Lost again before it was served.
-    if (abort_.raised()) end_generation(serving_serial_);
+  }
+
+  // Beside the op thread, while generation `running` runs on without its coordinator: joins the
+  // coordinator again, asking it to take `running` back, until it does, refuses (it runs another
+  // generation) or the coordinator timeout passes. The op thread then serves the new channel, or
+  // ends the generation.
+  void reattach(const proto::Assignment& running) {
+    const auto deadline = net::Deadline::after(config_.coordinator_timeout);
+    Status status;
+    std::uint64_t serial = 0;
+    while (!abort_.raised()) {
+      status = take_back(running, deadline, serial);
+      if (status.ok()) {
+        spdlog::info("worker rank {}: the coordinator took generation {} back", running.rank(),
+                     running.generation());
+        asio::post(op_io_, [this, serial] { serve_channel(serial); });
+        return;
+      }
+      if (abort_.raised() || deadline.expired()) break;
+      spdlog::warn("worker rank {}: the coordinator did not take generation {} back yet: {}",
+                   running.rank(), running.generation(), status.message());
+      const net::Deadline pause(std::min(deadline.when(), net::Clock::now() + kReattachBackoff));
+      (void)net::wait_unless_cancelled(-1, 0, pause, abort_.fd(), "a pause between attempts");
+    }
+    if (!abort_.raised()) {
+      abort_.raise(
+          Status(ErrorCode::aborted, "no coordinator at " + config_.coordinator.to_string() +
+                                         " took the group back within " +
+                                         std::to_string(config_.coordinator_timeout.count()) +
+                                         " ms (last: " + status.message() + ")"));
+    }
+    asio::post(op_io_, [this] {
+      if (!stopping()) end_generation();
+    });
+  }
+
+  // One attempt of reattach(): joins with `running` and waits for the coordinator to hand the
+  // same assignment back; `serial` receives the new channel's number.
+  Status take_back(const proto::Assignment& running, net::Deadline deadline,
+                   std::uint64_t& serial) {
+    net::UniqueFd control;
+    if (Status status = join(control, running.rank(), &running, deadline); !status.ok()) {
+      return status;
+    }
+    ControlChannel* channel =
+        open_channel(std::move(control), ControlChannel::OnLoss::keep_generation, serial);
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() - net::Clock::now());
+    proto::CoordinatorToWorker message;
+    Status status = channel->next(std::max(left, std::chrono::milliseconds(1)),
+                                  "the coordinator to take the group back", message);
+    if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
+    if (status.ok()) status = check_coordinator(message.assignment());
+    if (status.ok() && !same_group(message.assignment(), running)) {
+      status = Status(ErrorCode::protocol_error,
+                      "the coordinator handed back another assignment than generation " +
+                          std::to_string(running.generation()) + "'s");
+    }
+    return status;
+  }
+
+  // Whether two assignments give the same rank of the same generation of the same group.
+  static bool same_group(const proto::Assignment& a, const proto::Assignment& b) {
+    if (a.generation() != b.generation() || a.rank() != b.rank() ||
+        a.world_size() != b.world_size() || a.peers_size() != b.peers_size()) {
+      return false;
+    }
+    for (int peer = 0; peer < a.peers_size(); ++peer) {
+      if (a.peers(peer).rank() != b.peers(peer).rank() ||
+          a.peers(peer).data_address() != b.peers(peer).data_address()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool stopping() {
+    std::lock_guard lock(stop_mutex_);
+    return stopping_;
   }
 
   // What the worker knows of itself and its group, for `gradsync status`.
@@ -322,9 +449,11 @@ class Worker {
     return {};
   }
 
-  // Connects to the coordinator and asks to join, proving the group secret if there is one.
-  Status join(net::UniqueFd& control, int previous_rank) {
-    const auto deadline = net::Deadline::after(config_.join_timeout);
+  // Connects to the coordinator and asks to join, proving the group secret if there is one: as a
+  // newcomer, as `previous_rank` of the generation that ended (>= 0), or as the rank of `running`
+  // (not null), which the worker still runs.
+  Status join(net::UniqueFd& control, int previous_rank, const proto::Assignment* running,
+              net::Deadline deadline) {
     if (Status status =
             net::connect_tcp_retrying(config_.coordinator, deadline, control, abort_.fd());
         !status.ok()) {
@@ -348,6 +477,11 @@ class Worker {
                           std::to_string(data_port_number_));
     join.set_requested_rank(config_.requested_rank);
     if (previous_rank >= 0) join.set_previous_rank(previous_rank);
+    if (running != nullptr) {
+      proto::Assignment& kept = *join.mutable_running();
+      kept = *running;
+      kept.clear_proof();
+    }
     join.set_nonce(net::make_nonce());
     if (!config_.secret.empty()) {
       join.set_challenge_response(join_proof(config_.secret, challenge_, join));

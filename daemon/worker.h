@@ -26,6 +26,8 @@ struct WorkerConfig {
   std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};
   int client_uid = knobs::kClientUid.default_value;  // served besides the daemon's own and root
   std::chrono::milliseconds join_timeout{knobs::kJoinTimeoutMs.default_value};
+  std::chrono::milliseconds coordinator_timeout{knobs::kCoordinatorTimeoutMs.default_value};
+  bool rejoin = true;  // false: a worker whose generation ends exits instead of joining the next
   std::chrono::milliseconds heartbeat_interval{500};
   net::GroupSecret secret;  // empty: none (see MembershipConfig::secret)
 };

@@ -8,13 +8,17 @@ namespace gradsync::testing {
 
 TestCluster start_cluster(int workers, const std::string& algorithm, std::size_t segment_bytes,
                           const std::vector<std::string>& coordinator_flags) {
-  TestCluster result;
   cli::LocalClusterOptions options;
   options.workers = workers;
   options.algorithm = algorithm;
   options.segment_bytes = segment_bytes;
-  options.daemon_path = GRADSYNC_DAEMON;
   options.coordinator_flags = coordinator_flags;
+  return start_cluster(options);
+}
+
+TestCluster start_cluster(cli::LocalClusterOptions options) {
+  TestCluster result;
+  options.daemon_path = GRADSYNC_DAEMON;
   const Status status = cli::LocalCluster::start(options, result.cluster);
   EXPECT_TRUE(status.ok()) << status.to_string();
   if (!status.ok()) return result;

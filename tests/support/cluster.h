@@ -22,6 +22,8 @@ struct TestCluster {
 TestCluster start_cluster(int workers, const std::string& algorithm = "",
                           std::size_t segment_bytes = 0,
                           const std::vector<std::string>& coordinator_flags = {});
+// The same with every option of `gradsync local` (its daemon is the build's).
+TestCluster start_cluster(cli::LocalClusterOptions options);
 
 // Runs `body(rank, client)` on one thread per rank and waits for all of them.
 void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>& body);
