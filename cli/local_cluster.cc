@@ -83,6 +83,7 @@ Status LocalCluster::start(const LocalClusterOptions& options,
     }
     argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
     result->workers_.push_back(ChildProcess::start(argv, log("rank" + std::to_string(rank))));
+    result->worker_argv_.push_back(std::move(argv));
     result->sockets_.push_back(socket);
   }
   const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
@@ -136,6 +137,16 @@ Status LocalCluster::restart_coordinator() {
     coordinator_.wait();
   }
   return start_coordinator(coordinator_address_);
+}
+
+void LocalCluster::restart_worker(int rank) {
+  ChildProcess& worker = workers_[rank];
+  if (worker.running()) {
+    ::kill(worker.pid(), SIGKILL);
+    worker.wait();
+  }
+  worker = ChildProcess::start(
+      worker_argv_[rank], verbose_ ? "" : directory_ + "/rank" + std::to_string(rank) + ".log");
 }
 
 LocalCluster::~LocalCluster() {

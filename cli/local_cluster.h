@@ -33,6 +33,9 @@ class LocalCluster {
   const std::vector<std::string>& sockets() const { return sockets_; }
   ChildProcess& worker(int rank) { return workers_[rank]; }
   ChildProcess& coordinator() { return coordinator_; }
+  // Kills worker `rank` (if it still runs) and starts a replacement with the same flags, which
+  // asks for the same rank and serves clients on the same socket once the group has formed again.
+  void restart_worker(int rank);
   // Kills the coordinator (if it still runs) and starts it again on the same address, as a
   // supervisor would; returns once it listens.
   Status restart_coordinator();
@@ -50,6 +53,7 @@ class LocalCluster {
   std::vector<std::string> coordinator_argv_;  // but where it listens
   ChildProcess coordinator_;
   std::vector<ChildProcess> workers_;
+  std::vector<std::vector<std::string>> worker_argv_;
   std::vector<std::string> sockets_;
   std::string coordinator_address_;
   bool verbose_ = false;

@@ -219,6 +219,32 @@ TEST(ClusterFailures, AStalledWorkerIsDroppedAndJoinsAgainWhenItResumes) {
   EXPECT_NE(cluster.cluster->log_of_worker(1).find("generation 1 ended"), std::string::npos);
 }
 
+// With --no-rejoin a worker whose generation ends exits with status 2, saying why, for a
+// supervisor that restarts the whole job: the survivors when the stalled one is dropped, the
+// stalled one as soon as it resumes.
+TEST(ClusterFailures, WithoutRejoiningEveryWorkerOfAnEndedGenerationExitsSayingWhy) {
+  cli::LocalClusterOptions options;
+  options.workers = 3;
+  options.coordinator_flags = {"--heartbeat-timeout-ms", "1500"};
+  options.worker_flags = {"--no-rejoin"};
+  testing::TestCluster cluster = testing::start_cluster(options);
+  ASSERT_EQ(cluster.clients.size(), 3u);
+  cli::LocalCluster& group = *cluster.cluster;
+  ASSERT_EQ(::kill(group.worker(1).pid(), SIGSTOP), 0);
+  for (const int survivor : {0, 2}) {
+    EXPECT_EQ(group.worker(survivor).wait(), 2) << "rank " << survivor;
+    EXPECT_NE(group.log_of_worker(survivor).find(
+                  "generation 1 ended (rank 1 was lost (no heartbeat for 1500 ms)); not joining "
+                  "again (--no-rejoin)"),
+              std::string::npos)
+        << group.log_of_worker(survivor);
+  }
+  ASSERT_EQ(::kill(group.worker(1).pid(), SIGCONT), 0);
+  EXPECT_EQ(group.worker(1).wait(), 2);
+  EXPECT_NE(group.log_of_worker(1).find("not joining again (--no-rejoin)"), std::string::npos)
+      << group.log_of_worker(1);
+}
+
 TEST(ClusterFailures, MismatchedSubmissionsFailEveryRankNamingBothSides) {
   constexpr int kRanks = 3;
   testing::TestCluster cluster = testing::start_cluster(kRanks);
