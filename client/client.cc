@@ -145,7 +145,7 @@ class ClientConnection {
         net::send_message(socket_.get(), request, net::Deadline::after(options.timeout));
     if (!sent.ok()) {
       release(*state);
-      throw ClientError(sent);
+      throw ClientError(daemon_lost(sent));
     }
     in_flight_[state->request_id] = state;
     return state;
@@ -161,7 +161,7 @@ class ClientConnection {
         fail_everything(status.code() == ErrorCode::deadline_exceeded
                             ? Status(ErrorCode::deadline_exceeded,
                                      "no result from the daemon before the op's timeout")
-                            : Status(ErrorCode::peer_lost, "lost the daemon: " + status.message()));
+                            : daemon_lost(status));
         break;
       }
       if (message.has_result()) deliver(message.result());
@@ -175,13 +175,16 @@ class ClientConnection {
                             bool (proto::DaemonToClient::*is_answer)() const,
                             net::Deadline deadline) {
     std::lock_guard lock(mutex_);
-    throw_if_failed(net::send_message(socket_.get(), request, deadline));
+    if (const Status sent = net::send_message(socket_.get(), request, deadline); !sent.ok()) {
+      throw ClientError(daemon_lost(sent));
+    }
     while (true) {
       proto::DaemonToClient message;
       if (const Status status = reader_.receive(message, deadline); !status.ok()) {
         // The stream may stop mid-message: nothing more can be read from it.
-        fail_everything(Status(ErrorCode::peer_lost, "lost the daemon: " + status.message()));
-        throw ClientError(status);
+        fail_everything(daemon_lost(status));
+        throw ClientError(status.code() == ErrorCode::deadline_exceeded ? status
+                                                                        : daemon_lost(status));
       }
       if (message.has_result()) deliver(message.result());
       if ((message.*is_answer)()) return message;
@@ -204,6 +207,11 @@ class ClientConnection {
   }
 
  private:
+  // What every call says once the connection to the daemon has failed.
+  static Status daemon_lost(const Status& failed) {
+    return Status(ErrorCode::peer_lost, "lost the daemon: " + failed.message());
+  }
+
   PooledRegion* lent_region_at(const void* address) {
     for (auto& region : regions_) {
       if (region->lent && region->memory.data() == address) return region.get();
@@ -224,9 +232,12 @@ class ClientConnection {
     proto::ClientToDaemon attach;
     attach.mutable_attach()->set_region_id(region->id);
     attach.mutable_attach()->set_bytes(region->memory.size());
-    throw_if_failed(net::send_message(socket_.get(), attach,
-                                      net::Deadline::after(std::chrono::seconds(10)),
-                                      region->memory.fd()));
+    if (const Status sent =
+            net::send_message(socket_.get(), attach, net::Deadline::after(std::chrono::seconds(10)),
+                              region->memory.fd());
+        !sent.ok()) {
+      throw ClientError(daemon_lost(sent));
+    }
     region->busy = true;
     regions_.push_back(std::move(region));
     return *regions_.back();
