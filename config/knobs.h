@@ -56,7 +56,8 @@ inline constexpr Knob<int> kStallTimeoutMs{
     5000,
     10,
     600'000,
-    "A peer that stops sending in the middle of a frame is lost after this long",
+    "A peer that stops sending in the middle of a frame is lost after this long; so is this "
+    "rank when its op thread is this long past an op's deadline, or unresponsive between ops",
     kWorker};
 inline constexpr Knob<int> kClientUid{
     "--client-uid",

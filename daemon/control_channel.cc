@@ -87,7 +87,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   void beat() {
     heartbeat_timer.expires_after(interval);
     heartbeat_timer.async_wait([self = shared_from_this()](const asio::error_code& error) {
-      if (error) return;
+      if (error || self->left) return;
       self->queue(self->heartbeat);
       self->beat();
     });
@@ -133,6 +133,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   std::chrono::milliseconds interval;
   proto::WorkerToCoordinator heartbeat;
   bool gone = false;  // lost or aborted: nothing more is sent
+  bool left = false;  // the worker left its generation: no more heartbeats
   engine::AbortSignal& abort;
   const std::function<void()> on_lost;
   std::atomic<bool> keeps_generation;
@@ -167,6 +168,16 @@ ControlChannel::~ControlChannel() {
 
 void ControlChannel::interrupt(const Status& reason) {
   asio::post(loop_->socket.get_executor(), [loop = loop_, reason] { loop->lose(reason, true); });
+}
+
+void ControlChannel::leave(const Status& reason) {
+  asio::post(loop_->socket.get_executor(), [loop = loop_, reason] {
+    proto::WorkerToCoordinator message;
+    to_proto(reason, *message.mutable_leave()->mutable_reason());
+    loop->queue(message);
+    loop->left = true;
+    loop->heartbeat_timer.cancel();
+  });
 }
 
 void ControlChannel::keep_generation_when_lost() { loop_->keeps_generation = true; }

@@ -42,6 +42,9 @@ class ControlChannel {
   void keep_generation_when_lost();
   // Ends every wait in next() with `reason`, from any thread (the worker is stopping).
   void interrupt(const Status& reason);
+  // Tells the coordinator that this rank leaves its generation, for `reason`, and beats no more;
+  // the coordinator's abort follows.
+  void leave(const Status& reason);
   // Queues a message; a failure to deliver it loses the channel (and raises the abort).
   void send(const proto::WorkerToCoordinator& message);
   // The next group-forming message, waiting up to `timeout` for `what` (for the error); fails at

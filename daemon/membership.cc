@@ -243,6 +243,9 @@ void Membership::refuse(ConnectionId id, const Status& why) {
 
 Status Membership::take(const Connection& connection, const proto::WorkerToCoordinator& message) {
   if (message.has_heartbeat()) return {};
+  if (message.has_leave()) {
+    return Status(ErrorCode::aborted, "it left: " + message.leave().reason().message());
+  }
   if (message.has_probe_report()) return take_probe_report(connection, message.probe_report());
   if (message.has_calibration_report()) {
     return take_calibration_report(connection, message.calibration_report());

@@ -7,6 +7,7 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/signal_set.hpp>
+#include <asio/steady_timer.hpp>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "daemon/data_mesh.h"
 #include "daemon/join_proofs.h"
 #include "daemon/link_prober.h"
+#include "daemon/op_thread_watch.h"
 #include "engine/abort_signal.h"
 #include "engine/executor.h"
 #include "net/cpu_affinity.h"
@@ -44,7 +46,7 @@ Status invalid(const std::string& message) { return Status(ErrorCode::invalid_ar
 
 class Worker {
  public:
-  explicit Worker(const WorkerConfig& config) : config_(config) {}
+  explicit Worker(const WorkerConfig& config) : config_(config), op_watch_(config.stall_timeout) {}
 
   // The main thread forms the group and then runs the ops; a second thread runs the control
   // event loop (the coordinator channel, the data port, signals) from start to end.
@@ -60,7 +62,9 @@ class Worker {
     keep_running.reset();
     control_io.stop();
     control_thread.join();
-    channel_.reset();  // it lives on control_io, which ends with this function
+    // They live on control_io, which ends with this function.
+    watchdog_.reset();
+    channel_.reset();
     return status;
   }
 
@@ -104,6 +108,8 @@ class Worker {
         first.plan_message, [this](const PendingOp& op) { return run_op(op); },
         [this] { return describe_self(); });
     install(std::move(first));
+    watchdog_.emplace(control_io);
+    watch_op_thread();
     op_io_.run();
     if (former_.joinable()) former_.join();
     server_.reset();
@@ -260,6 +266,26 @@ class Worker {
       auto formed = std::make_shared<Generation>();
       const Status status = form_next(previous_rank, *formed);
       asio::post(op_io_, [this, formed, status] { next_generation_formed(status, *formed); });
+    });
+  }
+
+  // On the control thread, at every heartbeat: pings the op thread, and leaves the generation
+  // once the op thread is past what it may take (OpThreadWatch), so that the others go on.
+  void watch_op_thread() {
+    watchdog_->expires_after(config_.heartbeat_interval);
+    watchdog_->async_wait([this](const asio::error_code& error) {
+      if (error) return;
+      asio::post(op_io_, [this] { op_watch_.alive(); });
+      if (const auto stuck = op_watch_.stuck(OpThreadWatch::Clock::now())) {
+        std::lock_guard lock(stop_mutex_);
+        if (channel_ && !stopping_ && left_serial_ != channel_serial_) {
+          left_serial_ = channel_serial_;
+          spdlog::error("worker rank {}: {}; leaving the generation so that the group goes on",
+                        rank_, *stuck);
+          channel_->leave(Status(ErrorCode::aborted, *stuck));
+        }
+      }
+      watch_op_thread();
     });
   }
 
@@ -607,8 +633,10 @@ class Worker {
     } else {
       std::byte* base = pending.region ? pending.region->data() : nullptr;
       const engine::OpBuffers buffers{base, base != nullptr ? base + data_bytes(shape) : nullptr};
+      op_watch_.op_began(options.deadline.when());
       status = engine::execute(build_schedule(shape, options.descriptor.algorithm, mesh.rank()),
                                buffers, mesh, options);
+      op_watch_.op_ended();
     }
     const double elapsed_us =
         std::chrono::duration<double, std::micro>(net::Clock::now() - start).count();
@@ -641,8 +669,11 @@ class Worker {
   std::unique_ptr<engine::PeerMesh> mesh_;  // null between generations
   GroupPlan plan_;
   int rank_ = -1;
-  Status generation_end_;               // why the last generation ended
-  std::uint64_t channel_serial_ = 0;    // counts control channels, under stop_mutex_
+  Status generation_end_;             // why the last generation ended
+  std::uint64_t channel_serial_ = 0;  // counts control channels, under stop_mutex_
+  std::uint64_t left_serial_ = 0;     // the channel the watchdog left, under stop_mutex_
+  OpThreadWatch op_watch_;
+  std::optional<asio::steady_timer> watchdog_;  // on the control thread, from the first generation
   std::uint64_t serving_serial_ = 0;    // the channel of the generation the op thread serves
   std::optional<ClientServer> server_;  // from the first generation on
   std::thread former_;                  // forms the next generation

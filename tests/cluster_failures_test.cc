@@ -2,10 +2,13 @@
 // clear error within a bounded time, no daemon crashes, and the next correct op succeeds.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <regex>
@@ -217,6 +220,49 @@ TEST(ClusterFailures, AStalledWorkerIsDroppedAndJoinsAgainWhenItResumes) {
   for (Client& client : cluster.clients) EXPECT_EQ(client.generation(), 2u);
   EXPECT_EQ(cluster.clients[1].rank(), 1);
   EXPECT_NE(cluster.cluster->log_of_worker(1).find("generation 1 ended"), std::string::npos);
+}
+
+// A worker whose op thread is stuck while its control thread still beats (here only its op
+// thread is stopped, by ptrace) leaves its generation once its op thread is --stall-timeout-ms
+// past what it may take: the others' ops fail naming it within seconds, not at their deadlines.
+// Once its op thread runs again it joins the next generation, and the group serves every rank.
+TEST(ClusterFailures, ARankWhoseOpThreadIsStuckLeavesAndTheGroupGoesOn) {
+  cli::LocalClusterOptions options;
+  options.workers = 3;
+  options.worker_flags = {"--stall-timeout-ms", "1000"};
+  testing::TestCluster cluster = testing::start_cluster(options);
+  ASSERT_EQ(cluster.clients.size(), 3u);
+  expect_allreduce_works(cluster);
+  // The worker's main thread is its op thread; the control thread beats on.
+  const pid_t op_thread = cluster.cluster->worker(1).pid();
+  ASSERT_EQ(::ptrace(PTRACE_SEIZE, op_thread, nullptr, nullptr), 0) << std::strerror(errno);
+  ASSERT_EQ(::ptrace(PTRACE_INTERRUPT, op_thread, nullptr, nullptr), 0) << std::strerror(errno);
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(op_thread, &wait_status, 0), op_thread);
+  const auto stuck_at = Clock::now();
+  std::vector<std::string> errors(3);
+  std::vector<Clock::duration> failed_after(3);
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    if (rank == 1) return;
+    Bytes data(40);
+    OpOptions op_options;
+    op_options.timeout = std::chrono::seconds(20);
+    try {
+      client.allreduce(data.data(), 10, DataType::f32, op_options);
+    } catch (const ClientError& error) {
+      errors[rank] = error.what();
+    }
+    failed_after[rank] = Clock::now() - stuck_at;
+  });
+  ASSERT_EQ(::ptrace(PTRACE_DETACH, op_thread, nullptr, nullptr), 0) << std::strerror(errno);
+  for (const int rank : {0, 2}) {
+    EXPECT_NE(errors[rank].find("rank 1 was lost (it left: its op thread has answered nothing for"),
+              std::string::npos)
+        << "rank " << rank << ": " << errors[rank];
+    EXPECT_LT(failed_after[rank], std::chrono::seconds(8)) << "rank " << rank;
+  }
+  allreduce_until_the_group_serves(cluster);
+  for (Client& client : cluster.clients) EXPECT_EQ(client.generation(), 2u);
 }
 
 // With --no-rejoin a worker whose generation ends exits with status 2, saying why, for a

@@ -238,6 +238,24 @@ TEST_F(MembershipTest, AMemberThatSendsSomethingUnexpectedAbortsTheGroup) {
   EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{2, 1}));
 }
 
+TEST_F(MembershipTest, AMemberThatLeavesEndsTheGenerationSayingWhy) {
+  start(3);
+  join(1);
+  join(2);
+  join(3);
+  new_actions();
+  proto::WorkerToCoordinator leave;
+  leave.mutable_leave()->mutable_reason()->set_message("its op thread is stuck");
+  membership_->received(3, leave, now_);
+  const std::vector<Action> actions = new_actions();
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_abort),
+            (std::vector<ConnectionId>{1, 2, 3}));
+  EXPECT_EQ(actions.front().message.abort().reason().message(),
+            "rank 2 was lost (it left: its op thread is stuck)");
+  EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
+  EXPECT_EQ(membership_->generation(), 2u);
+}
+
 TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
   start(2, /*probe=*/true);
   join(1);
