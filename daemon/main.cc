@@ -106,6 +106,13 @@ int main(int argc, char** argv) {
       ->envname("GRADSYNC_WORLD_SIZE")
       ->required()
       ->check(CLI::Range(1, gradsync::kMaxWorldSize));
+  int min_workers = 0;
+  coordinator
+      ->add_option("--min-workers", min_workers,
+                   "After a loss, a generation may form with this many workers (default: "
+                   "--world-size, the group never shrinks); it grows again when workers join")
+      ->envname("GRADSYNC_MIN_WORKERS")
+      ->check(CLI::Range(1, gradsync::kMaxWorldSize));
   coordinator->add_option("--ready-file", ready_file, "Write the bound HOST:PORT here")
       ->envname("GRADSYNC_READY_FILE");
   CLI::Option* alpha_option =
@@ -193,6 +200,12 @@ int main(int argc, char** argv) {
       config.listen = parse_address("--listen", listen);
       config.ready_file = ready_file;
       config.membership.world_size = world_size;
+      if (min_workers > world_size) {
+        throw CLI::ValidationError("--min-workers", "is " + std::to_string(min_workers) +
+                                                        ", more than --world-size " +
+                                                        std::to_string(world_size));
+      }
+      config.membership.min_workers = min_workers;
       config.membership.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
       config.membership.calibration_budget = std::chrono::milliseconds(calibration_ms);
       if (alpha_option->count() > 0) {

@@ -78,9 +78,12 @@ void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& mes
       return;
     }
     connection.deadline = now + config_.heartbeat_timeout;
-    if (stage_ == Stage::forming && static_cast<int>(joined_.size()) == config_.world_size) {
+    if (stage_ == Stage::forming && generation_ > 1 && !shrink_at_) {
+      shrink_at_ = now + config_.heartbeat_timeout;
+    }
+    if (may_form(now)) {
       form_group();
-    } else if (stage_ == Stage::adopting && members() == config_.world_size) {
+    } else if (stage_ == Stage::adopting && members() == size()) {
       adopt();
     }
     return;
@@ -93,10 +96,22 @@ void Membership::disconnected(ConnectionId connection, const std::string& reason
   if (connections_.contains(connection)) lose(connection, reason);
 }
 
+int Membership::smallest() const {
+  return config_.min_workers > 0 ? config_.min_workers : config_.world_size;
+}
+
+bool Membership::may_form(TimePoint now) const {
+  const int joined = static_cast<int>(joined_.size());
+  return stage_ == Stage::forming &&
+         (joined == config_.world_size ||
+          (joined >= smallest() && shrink_at_.has_value() && now >= *shrink_at_));
+}
+
 void Membership::tick(TimePoint now) {
+  if (may_form(now)) form_group();
   if (stage_ == Stage::adopting && adoption_deadline_ <= now) {
     std::vector<int> missing;
-    for (int rank = 0; rank < config_.world_size; ++rank) {
+    for (int rank = 0; rank < size(); ++rank) {
       if (by_rank_[rank] == kNoConnection) missing.push_back(rank);
     }
     end_generation(missing, "not back at the restarted coordinator within " +
@@ -124,6 +139,9 @@ std::optional<TimePoint> Membership::next_deadline() const {
   if (stage_ == Stage::adopting && (!earliest || adoption_deadline_ < *earliest)) {
     earliest = adoption_deadline_;
   }
+  const bool may_shrink =
+      stage_ == Stage::forming && shrink_at_ && static_cast<int>(joined_.size()) >= smallest();
+  if (may_shrink && (!earliest || *shrink_at_ < *earliest)) earliest = shrink_at_;
   return earliest;
 }
 
@@ -145,8 +163,12 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   }
   if (first.join().has_running()) return admit_running(id, connection, first.join(), now);
   // While a running generation is adopted, a newcomer waits: it is in the next generation if
-  // that one does not come back whole.
-  if (stage_ != Stage::forming && stage_ != Stage::adopting) {
+  // that one does not come back whole. One that joins a generation smaller than the group makes
+  // it grow.
+  const bool grows =
+      (stage_ == Stage::probing || stage_ == Stage::calibrating || stage_ == Stage::published) &&
+      size() < config_.world_size;
+  if (stage_ != Stage::forming && stage_ != Stage::adopting && !grows) {
     return invalid("the group of " + std::to_string(config_.world_size) + " is complete");
   }
   const int requested = first.join().requested_rank();
@@ -163,6 +185,7 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   joined_.push_back(id);
   spdlog::info("coordinator: {} joined ({} of {}), data address {}", connection.from,
                joined_.size(), config_.world_size, first.join().data_address());
+  if (grows) grow();
   return {};
 }
 
@@ -180,11 +203,13 @@ Status Membership::admit_running(ConnectionId id, Connection& connection,
                                           " generation " + std::to_string(generation_) +
                                           "; join it as a new member");
   }
-  const int world_size = config_.world_size;
-  if (running.world_size() != world_size || running.peers_size() != world_size) {
-    return invalid(generation + " runs " + std::to_string(running.world_size()) + " ranks (" +
+  const int world_size = running.world_size();
+  if (world_size < smallest() || world_size > config_.world_size ||
+      running.peers_size() != world_size || (!first_back && world_size != size())) {
+    return invalid(generation + " runs " + std::to_string(world_size) + " ranks (" +
                    std::to_string(running.peers_size()) + " peers); this coordinator's group has " +
-                   std::to_string(world_size));
+                   (smallest() < config_.world_size ? std::to_string(smallest()) + " to " : "") +
+                   std::to_string(config_.world_size));
   }
   const int rank = running.rank();
   if (rank < 0 || rank >= world_size || running.peers(rank).data_address() != join.data_address()) {
@@ -220,17 +245,29 @@ Status Membership::admit_running(ConnectionId id, Connection& connection,
 }
 
 void Membership::adopt() {
-  for (const ConnectionId newcomer : joined_) {
-    refuse(newcomer,
-           invalid("the group of " + std::to_string(config_.world_size) + " is complete"));
-  }
-  joined_.clear();
   spdlog::info("coordinator: every rank of generation {} is back; it runs on", generation_);
   plan_ = GroupPlan{};
   plan_.generation = generation_;
-  plan_.world_size = config_.world_size;
+  plan_.world_size = size();
   send_assignments(adopted_peers_, false);
   stage_ = Stage::published;
+  // A newcomer that waited is refused, or makes a group smaller than its size grow.
+  if (joined_.empty()) return;
+  if (size() < config_.world_size) {
+    grow();
+    return;
+  }
+  for (const ConnectionId newcomer : std::exchange(joined_, {})) {
+    refuse(newcomer,
+           invalid("the group of " + std::to_string(config_.world_size) + " is complete"));
+  }
+}
+
+void Membership::grow() {
+  end_generation(Status(ErrorCode::aborted, "generation " + std::to_string(generation_) +
+                                                " ended: a worker joined, and the group of " +
+                                                std::to_string(size()) + " grows"),
+                 {}, "");
 }
 
 void Membership::refuse(ConnectionId id, const Status& why) {
@@ -258,8 +295,7 @@ Status Membership::take_probe_report(const Connection& member, const proto::Prob
   if (stage_ != Stage::probing || probe_reports_[member.rank].has_value()) {
     return protocol_error("a probe report the coordinator did not ask for");
   }
-  if (Status check = check_probe_report(report, generation_, member.rank, config_.world_size);
-      !check.ok()) {
+  if (Status check = check_probe_report(report, generation_, member.rank, size()); !check.ok()) {
     return check;
   }
   std::optional<std::vector<proto::ProbeReport>> reports;
@@ -297,14 +333,16 @@ Status Membership::take_calibration_report(const Connection& member,
   return {};
 }
 
-// Requested ranks first; the other members of the generation before next, in the order of their
-// ranks there; then the new ones, in order of arrival.
+// Requested ranks (below the generation's size) first; the other members of the generation before
+// next, in the order of their ranks there; then the new ones, in order of arrival.
 void Membership::form_group() {
-  std::vector<bool> taken(config_.world_size, false);
-  by_rank_.assign(config_.world_size, 0);
+  const int ranks = static_cast<int>(joined_.size());
+  shrink_at_.reset();
+  std::vector<bool> taken(ranks, false);
+  by_rank_.assign(ranks, kNoConnection);
   for (const ConnectionId id : joined_) {
     Connection& member = connections_.at(id);
-    if (member.join->requested_rank() >= 0) {
+    if (member.join->requested_rank() >= 0 && member.join->requested_rank() < ranks) {
       member.rank = member.join->requested_rank();
       taken[member.rank] = true;
       by_rank_[member.rank] = id;
@@ -326,21 +364,22 @@ void Membership::form_group() {
     by_rank_[next] = id;
   }
   joined_.clear();
-  spdlog::info("coordinator: group formed, generation {}; {}", generation_,
+  spdlog::info("coordinator: group formed, generation {}, {} of {} ranks; {}", generation_, ranks,
+               config_.world_size,
                config_.network ? "the algorithm table comes from the given model"
                                : "the workers are probing their links");
   google::protobuf::RepeatedPtrField<proto::Peer> peers;
-  for (int rank = 0; rank < config_.world_size; ++rank) {
+  for (int rank = 0; rank < ranks; ++rank) {
     proto::Peer& peer = *peers.Add();
     peer.set_rank(rank);
     peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
   }
   send_assignments(peers, !config_.network);
-  probe_reports_.resize(config_.world_size);
-  calibration_reports_.resize(config_.world_size);
+  probe_reports_.resize(ranks);
+  calibration_reports_.resize(ranks);
   stage_ = Stage::probing;
   if (config_.network) {
-    plan_ = plan_from_model(generation_, config_.world_size, *config_.network);
+    plan_ = plan_from_model(generation_, ranks, *config_.network);
     publish();
   }
 }
@@ -350,10 +389,10 @@ void Membership::send_assignments(const google::protobuf::RepeatedPtrField<proto
   proto::CoordinatorToWorker message;
   proto::Assignment& assignment = *message.mutable_assignment();
   assignment.set_generation(generation_);
-  assignment.set_world_size(config_.world_size);
+  assignment.set_world_size(size());
   assignment.set_probe_links(probe_links);
   *assignment.mutable_peers() = peers;
-  for (int rank = 0; rank < config_.world_size; ++rank) {
+  for (int rank = 0; rank < size(); ++rank) {
     assignment.set_rank(rank);
     const Connection& member = connections_.at(by_rank_[rank]);
     if (!config_.secret.empty()) {
@@ -409,23 +448,26 @@ void Membership::lose(ConnectionId id, const std::string& reason) {
 }
 
 void Membership::end_generation(const std::vector<int>& lost_ranks, const std::string& reason) {
+  std::string ranks;
+  for (const int rank : lost_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
+  end_generation(Status(ErrorCode::peer_lost,
+                        (lost_ranks.size() == 1 ? "rank " : "ranks ") + ranks +
+                            (lost_ranks.size() == 1 ? " was" : " were") + " lost (" + reason + ")"),
+                 lost_ranks, reason);
+}
+
+void Membership::end_generation(const Status& why, const std::vector<int>& lost_ranks,
+                                const std::string& lost_reason) {
   proto::CoordinatorToWorker message;
   proto::Abort& abort = *message.mutable_abort();
   abort.set_generation(generation_);
-  std::string ranks;
-  for (const int rank : lost_ranks) {
-    abort.add_lost_ranks(rank);
-    ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
-  }
-  to_proto(Status(ErrorCode::peer_lost, (lost_ranks.size() == 1 ? "rank " : "ranks ") + ranks +
-                                            (lost_ranks.size() == 1 ? " was" : " were") +
-                                            " lost (" + reason + ")"),
-           *abort.mutable_reason());
+  for (const int rank : lost_ranks) abort.add_lost_ranks(rank);
+  to_proto(why, *abort.mutable_reason());
   // The lost member too: one that sent something wrong, or stalled, is still listening, and
   // learns that it must join again.
   send_to_members(message);
   for (const int rank : lost_ranks) {
-    if (connections_.contains(by_rank_[rank])) close(by_rank_[rank], reason);
+    if (connections_.contains(by_rank_[rank])) close(by_rank_[rank], lost_reason);
   }
   for (const ConnectionId member : by_rank_) {
     if (connections_.contains(member)) {

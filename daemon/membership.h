@@ -27,7 +27,11 @@ inline constexpr ConnectionId kNoConnection = 0;  // the caller numbers connecti
 using TimePoint = std::chrono::steady_clock::time_point;
 
 struct MembershipConfig {
-  int world_size = 1;
+  int world_size = 1;  // the group's size; the first generation has every rank
+  // How small a later generation may be (0: world_size): one forms with fewer members once no
+  // more have joined within a heartbeat timeout of the first, and grows again, in a generation of
+  // its own, when a worker joins it.
+  int min_workers = 0;
   // Given: the algorithm table is built from it. Empty: the workers probe their links and the
   // table is built from what they measured.
   std::optional<NetworkModel> network;
@@ -81,6 +85,8 @@ class Membership {
   std::vector<Action> take_actions();
 
   Stage stage() const { return stage_; }
+  // Ranks in the generation formed or adopted (0 before the first).
+  int size() const { return static_cast<int>(by_rank_.size()); }
   std::uint64_t generation() const { return generation_; }
   // Workers that have joined (before the group forms) or hold a rank (after).
   int members() const;
@@ -102,6 +108,11 @@ class Membership {
                        TimePoint now);
   // Publishes the generation whose ranks have all come back.
   void adopt();
+  // Ends a generation smaller than the group for the newcomers that joined it.
+  void grow();
+  // The fewest workers a generation may have; whether the joined ones may form one now.
+  int smallest() const;
+  bool may_form(TimePoint now) const;
   void refuse(ConnectionId id, const Status& why);
   Status take(const Connection& connection, const proto::WorkerToCoordinator& message);
   Status take_probe_report(const Connection& member, const proto::ProbeReport& report);
@@ -121,6 +132,9 @@ class Membership {
   // their connections: the survivors join the next one, with whoever else joins, as new
   // connections.
   void end_generation(const std::vector<int>& lost_ranks, const std::string& reason);
+  // The same for `why`, which names no lost rank when the group grows.
+  void end_generation(const Status& why, const std::vector<int>& lost_ranks,
+                      const std::string& lost_reason);
 
   const MembershipConfig config_;
   std::map<ConnectionId, Connection> connections_;
@@ -131,6 +145,9 @@ class Membership {
   // Adopting: the running generation's peer table, and when its missing ranks are lost.
   google::protobuf::RepeatedPtrField<proto::Peer> adopted_peers_;
   TimePoint adoption_deadline_;
+  // Forming a generation after the first: when it may form with fewer than world_size members
+  // (a heartbeat timeout after the first joined).
+  std::optional<TimePoint> shrink_at_;
   std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
   std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
   std::uint64_t strangers_refused_ = 0;  // for the log: one line per thousand

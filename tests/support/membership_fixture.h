@@ -18,8 +18,11 @@ namespace gradsync::daemon {
 class MembershipTest : public ::testing::Test {
  protected:
   // A group of `world_size` whose table comes from a given model (no probing), unless `probe`.
-  void start(int world_size, bool probe = false, const std::string& secret = "") {
+  // Later generations may have `min_workers` (0: every rank).
+  void start(int world_size, bool probe = false, const std::string& secret = "",
+             int min_workers = 0) {
     MembershipConfig config;
+    config.min_workers = min_workers;
     if (!secret.empty()) config.secret = net::GroupSecret(secret);
     config.world_size = world_size;
     config.heartbeat_timeout = std::chrono::milliseconds(3000);

@@ -1,0 +1,121 @@
+// A group that may shrink (MembershipConfig::min_workers, daemon/membership.h): after a loss the
+// next generation forms with fewer ranks once no more have joined within a heartbeat timeout of
+// the first, never with fewer than the minimum, and grows again, in a generation of its own, when a
+// worker joins it. The first generation always has every rank.
+#include <gtest/gtest.h>
+
+#include "daemon/membership.h"
+#include "support/membership_fixture.h"
+
+namespace gradsync::daemon {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The world size of the assignments among `actions`, or 0 when there are none.
+int assigned_size(const std::vector<Action>& actions) {
+  for (const Action& action : actions) {
+    if (action.message.has_assignment()) return action.message.assignment().world_size();
+  }
+  return 0;
+}
+
+class MembershipResizeTest : public MembershipTest {
+ protected:
+  // Forms generation 1 of 4 (connections 1-4 as ranks 0-3), then loses rank 2.
+  void form_four_and_lose_rank_two(int min_workers) {
+    start(4, false, "", min_workers);
+    for (ConnectionId id = 1; id <= 4; ++id) join(id, static_cast<int>(id) - 1);
+    ASSERT_EQ(membership_->stage(), Membership::Stage::published);
+    membership_->disconnected(3, "connection closed by the other side");
+    new_actions();
+    ASSERT_EQ(membership_->generation(), 2u);
+  }
+
+  // Lets `total` pass in steps of at most 500 ms, every connection of `beating` beating after each.
+  void pass(milliseconds total, const std::vector<ConnectionId>& beating) {
+    for (milliseconds passed(0); passed < total;) {
+      const milliseconds step = std::min(milliseconds(500), total - passed);
+      advance(step);
+      passed += step;
+      for (const ConnectionId id : beating) heartbeat(id);
+    }
+  }
+};
+
+TEST_F(MembershipResizeTest, AfterALossASmallerGenerationFormsOnceNoMoreJoinWithinAHeartbeat) {
+  form_four_and_lose_rank_two(3);
+  // The survivors join again, asking for their ranks as before.
+  join(11, 0, "", 0);
+  pass(milliseconds(100), {11});
+  join(12, 1, "", 1);
+  join(14, 3, "", 3);
+  pass(milliseconds(2899), {11, 12, 14});
+  EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
+  EXPECT_TRUE(new_actions().empty());
+  advance(milliseconds(1));
+  const std::vector<Action> formed = new_actions();
+  // Rank 3 is no rank of a group of 3: it takes the first free one.
+  EXPECT_EQ(assignments(formed), (std::map<ConnectionId, int>{{11, 0}, {12, 1}, {14, 2}}));
+  EXPECT_EQ(assigned_size(formed), 3);
+  EXPECT_EQ(membership_->size(), 3);
+  EXPECT_EQ(membership_->plan().world_size, 3);
+
+  // A worker that joins makes it grow: generation 2 ends for it, and generation 3 has every rank.
+  join(20, 2);
+  const std::vector<Action> ended = new_actions();
+  EXPECT_EQ(sent(ended, &proto::CoordinatorToWorker::has_abort),
+            (std::vector<ConnectionId>{11, 12, 14}));
+  for (const Action& action : ended) {
+    if (!action.message.has_abort()) continue;
+    EXPECT_EQ(action.message.abort().reason().message(),
+              "generation 2 ended: a worker joined, and the group of 3 grows");
+    EXPECT_EQ(action.message.abort().lost_ranks_size(), 0);
+  }
+  EXPECT_EQ(closed(ended), (std::vector<ConnectionId>{11, 12, 14}));
+  join(21, 0, "", 0);
+  join(22, 1, "", 1);
+  join(24, 3, "", 2);
+  const std::vector<Action> grown = new_actions();
+  EXPECT_EQ(assignments(grown), (std::map<ConnectionId, int>{{21, 0}, {22, 1}, {20, 2}, {24, 3}}));
+  EXPECT_EQ(assigned_size(grown), 4);
+  EXPECT_EQ(membership_->generation(), 3u);
+}
+
+TEST_F(MembershipResizeTest, NeverFewerThanTheMinimum) {
+  form_four_and_lose_rank_two(4);
+  join(11, -1, "", 0);
+  join(12, -1, "", 1);
+  join(14, -1, "", 3);
+  pass(milliseconds(60'000), {11, 12, 14});
+  EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
+  EXPECT_TRUE(assignments(new_actions()).empty());
+  join(15);  // a replacement
+  EXPECT_EQ(assigned_size(new_actions()), 4);
+}
+
+TEST_F(MembershipResizeTest, TheFirstGenerationHasEveryRank) {
+  start(4, false, "", 2);
+  join(1);
+  join(2);
+  join(3);
+  pass(milliseconds(60'000), {1, 2, 3});
+  EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
+  join(4);
+  EXPECT_EQ(assigned_size(new_actions()), 4);
+}
+
+TEST_F(MembershipResizeTest, AGroupOfItsFullSizeRefusesNewcomers) {
+  start(2, false, "", 1);
+  join(1);
+  join(2);
+  new_actions();
+  join(3);
+  const std::vector<Action> actions = new_actions();
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_abort), (std::vector<ConnectionId>{3}));
+  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{3}));
+  EXPECT_EQ(membership_->generation(), 1u);
+}
+
+}  // namespace
+}  // namespace gradsync::daemon
