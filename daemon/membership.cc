@@ -103,7 +103,7 @@ int Membership::smallest() const {
 bool Membership::may_form(TimePoint now) const {
   const int joined = static_cast<int>(joined_.size());
   return stage_ == Stage::forming &&
-         (joined == config_.world_size ||
+         (joined >= config_.world_size ||
           (joined >= smallest() && shrink_at_.has_value() && now >= *shrink_at_));
 }
 
@@ -165,11 +165,12 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   // While a running generation is adopted, a newcomer waits: it is in the next generation if
   // that one does not come back whole. One that joins a generation smaller than the group makes
   // it grow.
-  const bool grows =
-      (stage_ == Stage::probing || stage_ == Stage::calibrating || stage_ == Stage::published) &&
-      size() < config_.world_size;
-  if (stage_ != Stage::forming && stage_ != Stage::adopting && !grows) {
-    return invalid("the group of " + std::to_string(config_.world_size) + " is complete");
+  const bool formed =
+      stage_ == Stage::probing || stage_ == Stage::calibrating || stage_ == Stage::published;
+  const bool grows = formed && size() < config_.world_size;
+  if (formed && !grows && static_cast<int>(joined_.size()) >= config_.world_size) {
+    return invalid("the group of " + std::to_string(config_.world_size) + " is complete and has " +
+                   std::to_string(joined_.size()) + " spares");
   }
   const int requested = first.join().requested_rank();
   if (requested < -1 || requested >= config_.world_size) {
@@ -185,7 +186,11 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   joined_.push_back(id);
   spdlog::info("coordinator: {} joined ({} of {}), data address {}", connection.from,
                joined_.size(), config_.world_size, first.join().data_address());
-  if (grows) grow();
+  if (grows) {
+    grow();
+  } else if (formed) {
+    keep_as_spare(id);
+  }
   return {};
 }
 
@@ -251,16 +256,23 @@ void Membership::adopt() {
   plan_.world_size = size();
   send_assignments(adopted_peers_, false);
   stage_ = Stage::published;
-  // A newcomer that waited is refused, or makes a group smaller than its size grow.
+  // A newcomer that waited makes a group smaller than its size grow, or waits as a spare.
   if (joined_.empty()) return;
   if (size() < config_.world_size) {
     grow();
     return;
   }
-  for (const ConnectionId newcomer : std::exchange(joined_, {})) {
-    refuse(newcomer,
-           invalid("the group of " + std::to_string(config_.world_size) + " is complete"));
-  }
+  for (const ConnectionId newcomer : joined_) keep_as_spare(newcomer);
+}
+
+void Membership::keep_as_spare(ConnectionId id) {
+  const std::string why = "the group of " + std::to_string(config_.world_size) +
+                          " is complete: waiting as a spare (" + std::to_string(joined_.size()) +
+                          " waiting)";
+  spdlog::info("coordinator: {} {}", connections_.at(id).from, why);
+  proto::CoordinatorToWorker message;
+  message.mutable_spare()->set_why(why);
+  send(id, message);
 }
 
 void Membership::grow() {
@@ -336,6 +348,17 @@ Status Membership::take_calibration_report(const Connection& member,
 // Requested ranks (below the generation's size) first; the other members of the generation before
 // next, in the order of their ranks there; then the new ones, in order of arrival.
 void Membership::form_group() {
+  // The members of the generation before first, then the others in order of arrival; those past
+  // the group's size stay spares.
+  std::stable_sort(joined_.begin(), joined_.end(), [&](ConnectionId a, ConnectionId b) {
+    return connections_.at(a).join->has_previous_rank() &&
+           !connections_.at(b).join->has_previous_rank();
+  });
+  std::vector<ConnectionId> spares;
+  if (static_cast<int>(joined_.size()) > config_.world_size) {
+    spares.assign(joined_.begin() + config_.world_size, joined_.end());
+    joined_.resize(config_.world_size);
+  }
   const int ranks = static_cast<int>(joined_.size());
   shrink_at_.reset();
   std::vector<bool> taken(ranks, false);
@@ -363,7 +386,8 @@ void Membership::form_group() {
     taken[next] = true;
     by_rank_[next] = id;
   }
-  joined_.clear();
+  joined_ = std::move(spares);
+  for (const ConnectionId spare : joined_) keep_as_spare(spare);
   spdlog::info("coordinator: group formed, generation {}, {} of {} ranks; {}", generation_, ranks,
                config_.world_size,
                config_.network ? "the algorithm table comes from the given model"

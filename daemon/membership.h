@@ -64,6 +64,8 @@ class Membership {
   // What the coordinator waits for: members, then (unless given a model) probe reports, then
   // calibration reports (unless the budget allows none); then the plan is out, until a member is
   // lost. Then the next generation forms, from whoever joins (the survivors join again).
+  // A worker that joins a complete group waits as a spare (at most as many as the group has ranks)
+  // and takes a place in the next generation that needs one.
   // A coordinator that restarts while its group runs on is adopting from the first join that asks
   // to keep a running generation: once every rank of it is back, it is published again; a rank
   // that is not back within a heartbeat timeout is lost, and the next generation forms.
@@ -110,6 +112,8 @@ class Membership {
   void adopt();
   // Ends a generation smaller than the group for the newcomers that joined it.
   void grow();
+  // Tells a worker that joined a complete group that it waits as a spare.
+  void keep_as_spare(ConnectionId id);
   // The fewest workers a generation may have; whether the joined ones may form one now.
   int smallest() const;
   bool may_form(TimePoint now) const;
@@ -138,7 +142,8 @@ class Membership {
 
   const MembershipConfig config_;
   std::map<ConnectionId, Connection> connections_;
-  std::vector<ConnectionId> joined_;   // in order of arrival, until the group forms
+  // In order of arrival: until the group forms, and then the spares.
+  std::vector<ConnectionId> joined_;
   std::vector<ConnectionId> by_rank_;  // once formed; kNoConnection for a rank not back yet
   Stage stage_ = Stage::forming;
   std::uint64_t generation_ = 1;  // the one forming, adopting or formed

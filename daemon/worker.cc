@@ -39,6 +39,9 @@ namespace {
 constexpr auto kMeshTimeout = std::chrono::seconds(30);
 // The other ranks' probing, then the coordinator's answer.
 constexpr auto kPlanTimeout = std::chrono::milliseconds(60'000);
+// A spare waits for a place as long as its coordinator is there (its connection and heartbeats
+// say so), which may be the group's whole life.
+constexpr auto kSpareWait = std::chrono::hours(24 * 365);
 // Between attempts to reach a coordinator that is gone, or restarting.
 constexpr auto kReattachBackoff = std::chrono::milliseconds(100);
 
@@ -150,6 +153,10 @@ class Worker {
         std::move(control), ControlChannel::OnLoss::end_generation, formed.channel_serial);
     proto::CoordinatorToWorker message;
     Status status = channel->next(config_.join_timeout, "the group to form", message);
+    while (status.ok() && message.has_spare()) {
+      spdlog::info("worker: {}", message.spare().why());
+      status = channel->next(kSpareWait, "a place in the group", message);
+    }
     if (status.ok() && !message.has_assignment()) status = unexpected("an assignment");
     if (status.ok()) status = check_coordinator(message.assignment());
     MeshPlan plan;

@@ -1,7 +1,8 @@
-// A group that may shrink (MembershipConfig::min_workers, daemon/membership.h): after a loss the
-// next generation forms with fewer ranks once no more have joined within a heartbeat timeout of
-// the first, never with fewer than the minimum, and grows again, in a generation of its own, when a
-// worker joins it. The first generation always has every rank.
+// How a group's places are filled (daemon/membership.h). One that may shrink
+// (MembershipConfig::min_workers): after a loss the next generation forms with fewer ranks once no
+// more have joined within a heartbeat timeout of the first, never with fewer than the minimum, and
+// grows again, in a generation of its own, when a worker joins it; the first generation always has
+// every rank. A complete group keeps newcomers as spares, who fill the places of lost members.
 #include <gtest/gtest.h>
 
 #include "daemon/membership.h"
@@ -105,16 +106,31 @@ TEST_F(MembershipResizeTest, TheFirstGenerationHasEveryRank) {
   EXPECT_EQ(assigned_size(new_actions()), 4);
 }
 
-TEST_F(MembershipResizeTest, AGroupOfItsFullSizeRefusesNewcomers) {
-  start(2, false, "", 1);
+TEST_F(MembershipResizeTest, ACompleteGroupKeepsNewcomersAsSparesWhoFillALostPlace) {
+  start(2);
   join(1);
   join(2);
   new_actions();
   join(3);
-  const std::vector<Action> actions = new_actions();
-  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_abort), (std::vector<ConnectionId>{3}));
-  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{3}));
+  join(4);
+  std::vector<Action> actions = new_actions();
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_spare),
+            (std::vector<ConnectionId>{3, 4}));
+  EXPECT_TRUE(closed(actions).empty());
+  join(5);  // as many spares as ranks: no more
+  EXPECT_NE(refusal(new_actions(), 5).find("the group of 2 is complete and has 2 spares"),
+            std::string::npos);
   EXPECT_EQ(membership_->generation(), 1u);
+
+  // Rank 1 is lost; its survivor and the first spare form generation 2 at once, the other spare
+  // waits on.
+  membership_->disconnected(2, "connection closed by the other side");
+  new_actions();
+  join(6, -1, "", 0);
+  actions = new_actions();
+  EXPECT_EQ(assignments(actions), (std::map<ConnectionId, int>{{6, 0}, {3, 1}}));
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_spare), (std::vector<ConnectionId>{4}));
+  EXPECT_EQ(membership_->generation(), 2u);
 }
 
 }  // namespace

@@ -104,6 +104,21 @@ class MembershipTest : public ::testing::Test {
     return to;
   }
 
+  // Why `id` was refused: the reason of the abort it was sent before its connection closed; empty
+  // when it was not.
+  static std::string refusal(const std::vector<Action>& actions, ConnectionId id) {
+    std::string reason;
+    bool closed = false;
+    for (const Action& action : actions) {
+      if (action.connection != id) continue;
+      if (action.kind == Action::Kind::send && action.message.has_abort()) {
+        reason = action.message.abort().reason().message();
+      }
+      closed |= action.kind == Action::Kind::close;
+    }
+    return closed ? reason : "";
+  }
+
   static std::vector<ConnectionId> closed(const std::vector<Action>& actions) {
     std::vector<ConnectionId> ids;
     for (const Action& action : actions) {

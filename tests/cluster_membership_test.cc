@@ -1,6 +1,7 @@
-// A real group that may shrink (coordinator --min-workers): a worker killed without a replacement
-// leaves the survivors a smaller generation, which serves them; a worker started later makes it
-// grow back, and every rank is served in a group of the full size again.
+// How a real group's members change without a restart of the others: a group that may shrink
+// (coordinator --min-workers) leaves the survivors of a worker killed without a replacement a
+// smaller generation, and grows back when a worker joins; a spare that joined a complete group
+// takes a lost rank's place at once.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -38,7 +39,7 @@ void allreduce_until_served(std::vector<Client*> clients) {
   for (std::thread& thread : threads) thread.join();
 }
 
-TEST(ClusterResize, TheGroupShrinksToTheSurvivorsAndGrowsWhenAWorkerJoins) {
+TEST(ClusterMembership, TheGroupShrinksToTheSurvivorsAndGrowsWhenAWorkerJoins) {
   testing::TestCluster cluster =
       testing::start_cluster(3, "", 0, {"--min-workers", "2", "--heartbeat-timeout-ms", "1500"});
   ASSERT_EQ(cluster.clients.size(), 3u);
@@ -64,6 +65,25 @@ TEST(ClusterResize, TheGroupShrinksToTheSurvivorsAndGrowsWhenAWorkerJoins) {
   }
   EXPECT_EQ(third.rank(), 2);
   EXPECT_EQ(newcomer.stop(), 0);
+}
+
+TEST(ClusterMembership, ASpareTakesALostRanksPlaceAtOnce) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  ASSERT_EQ(cluster.clients.size(), 2u);
+  cli::LocalCluster& group = *cluster.cluster;
+  const std::string name = "spare";
+  cli::ChildProcess spare = testing::start_worker(group.coordinator_address(),
+                                                  {"--secret-file", group.secret_file()}, name);
+  testing::wait_for_log(testing::log_path(name), std::regex("(waiting as a spare)"));
+  ::kill(group.worker(1).pid(), SIGKILL);
+  group.worker(1).wait();
+  testing::wait_for_log(testing::log_path(name), std::regex("(serving clients)"));
+  Client replacement = Client::connect(::testing::TempDir() + "/" + name + ".sock");
+  allreduce_until_served({&cluster.clients[0], &replacement});
+  EXPECT_EQ(cluster.clients[0].generation(), 2u);
+  EXPECT_EQ(replacement.world_size(), 2);
+  EXPECT_EQ(replacement.rank(), 1);
+  EXPECT_EQ(spare.stop(), 0);
 }
 
 }  // namespace
