@@ -398,12 +398,23 @@ void Membership::form_group() {
     peer.set_rank(rank);
     peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
   }
-  send_assignments(peers, !config_.network);
+  std::vector<std::string> addresses;
+  for (const proto::Peer& peer : peers) addresses.push_back(peer.data_address());
+  const bool same_members = !config_.network && addresses == measured_addresses_;
+  send_assignments(peers, !config_.network && !same_members);
   probe_reports_.resize(ranks);
   calibration_reports_.resize(ranks);
   stage_ = Stage::probing;
   if (config_.network) {
     plan_ = plan_from_model(generation_, ranks, *config_.network);
+    publish();
+  } else if (same_members) {
+    spdlog::info(
+        "coordinator: generation {} has the members of generation {} at the same ranks: "
+        "it keeps their plan, nothing is measured again",
+        generation_, measured_plan_.generation);
+    plan_ = measured_plan_;
+    plan_.generation = generation_;
     publish();
   }
 }
@@ -429,6 +440,13 @@ void Membership::send_assignments(const google::protobuf::RepeatedPtrField<proto
 
 void Membership::publish() {
   stage_ = Stage::published;
+  if (plan_.measured) {
+    measured_plan_ = plan_;
+    measured_addresses_.clear();
+    for (const ConnectionId member : by_rank_) {
+      measured_addresses_.push_back(connections_.at(member).join->data_address());
+    }
+  }
   spdlog::info("coordinator: generation {} plan ({}):\n{}", plan_.generation,
                plan_.measured
                    ? "probing took " + std::to_string(plan_.probe_ms) + " ms, calibration " +

@@ -158,6 +158,10 @@ class Membership {
   std::uint64_t strangers_refused_ = 0;  // for the log: one line per thousand
   proto::CalibrationRequest calibration_request_;
   GroupPlan plan_;
+  // The last measured plan published, and its members' data addresses by rank: a generation
+  // with the same members at the same ranks keeps it instead of measuring again.
+  GroupPlan measured_plan_;
+  std::vector<std::string> measured_addresses_;
   std::vector<Action> actions_;
 };
 

@@ -256,6 +256,21 @@ TEST_F(MembershipTest, AMemberThatLeavesEndsTheGenerationSayingWhy) {
   EXPECT_EQ(membership_->generation(), 2u);
 }
 
+// Connection `id`, rank `rank` of a group of 2, reports what it measured.
+void report_probe(Membership& membership, ConnectionId id, int rank, TimePoint now) {
+  proto::WorkerToCoordinator message;
+  proto::ProbeReport& report = *message.mutable_probe_report();
+  report.set_generation(membership.generation());
+  report.set_rank(rank);
+  report.set_gamma_us_per_byte(0.0001);
+  proto::LinkMeasurement& link = *report.add_links();
+  link.set_from_rank(rank);
+  link.set_to_rank(1 - rank);
+  link.set_alpha_us(20.0);
+  link.set_beta_us_per_byte(0.001);
+  membership.received(id, message, now);
+}
+
 TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
   start(2, /*probe=*/true);
   join(1);
@@ -263,24 +278,56 @@ TEST_F(MembershipTest, PublishesThePlanOnceEveryProbeReportIsIn) {
   EXPECT_EQ(membership_->stage(), Membership::Stage::probing);
   EXPECT_TRUE(sent(new_actions(), &proto::CoordinatorToWorker::has_plan).empty());
   for (ConnectionId id : {1, 2}) {
-    const int rank = static_cast<int>(id) - 1;
-    proto::WorkerToCoordinator message;
-    proto::ProbeReport& report = *message.mutable_probe_report();
-    report.set_generation(membership_->generation());
-    report.set_rank(rank);
-    report.set_gamma_us_per_byte(0.0001);
-    proto::LinkMeasurement& link = *report.add_links();
-    link.set_from_rank(rank);
-    link.set_to_rank(1 - rank);
-    link.set_alpha_us(20.0);
-    link.set_beta_us_per_byte(0.001);
-    membership_->received(id, message, now_);
+    report_probe(*membership_, id, static_cast<int>(id) - 1, now_);
     EXPECT_EQ(membership_->stage(),
               id == 1 ? Membership::Stage::probing : Membership::Stage::published);
   }
   EXPECT_EQ(sent(new_actions(), &proto::CoordinatorToWorker::has_plan),
             (std::vector<ConnectionId>{1, 2}));
   EXPECT_EQ(membership_->plan().world_size, 2);
+}
+
+TEST_F(MembershipTest, TheSameMembersAtTheSameRanksKeepTheirPlanAndMeasureNothing) {
+  start(2, /*probe=*/true);
+  join(1);
+  join(2);
+  report_probe(*membership_, 1, 0, now_);
+  report_probe(*membership_, 2, 1, now_);
+  const GroupPlan first = membership_->plan();
+  ASSERT_TRUE(first.measured);
+  proto::WorkerToCoordinator leave;
+  leave.mutable_leave();
+  membership_->received(2, leave, now_);
+  new_actions();
+
+  // Both come back, from the same data addresses, as the ranks they held.
+  data_addresses_[11] = "127.0.0.1:5001";
+  data_addresses_[12] = "127.0.0.1:5002";
+  join(11, -1, "", 0);
+  join(12, -1, "", 1);
+  std::vector<Action> actions = new_actions();
+  EXPECT_EQ(assignments(actions), (std::map<ConnectionId, int>{{11, 0}, {12, 1}}));
+  for (const Action& action : actions) {
+    if (action.message.has_assignment()) {
+      EXPECT_FALSE(action.message.assignment().probe_links());
+    }
+  }
+  EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_plan),
+            (std::vector<ConnectionId>{11, 12}));
+  GroupPlan kept = membership_->plan();
+  EXPECT_EQ(kept.generation, 2u);
+  kept.generation = first.generation;
+  EXPECT_EQ(kept, first);
+
+  // A member at another address: every link is measured again.
+  membership_->received(12, leave, now_);
+  new_actions();
+  data_addresses_[21] = "127.0.0.1:5001";
+  join(21, -1, "", 0);
+  join(22, -1, "", 1);
+  actions = new_actions();
+  EXPECT_TRUE(sent(actions, &proto::CoordinatorToWorker::has_plan).empty());
+  EXPECT_EQ(membership_->stage(), Membership::Stage::probing);
 }
 
 }  // namespace

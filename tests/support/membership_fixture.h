@@ -48,7 +48,9 @@ class MembershipTest : public ::testing::Test {
     ASSERT_EQ(challenges_[id].size(), net::kNonceBytes) << "no challenge for connection " << id;
     proto::WorkerToCoordinator message;
     proto::JoinRequest& request = *message.mutable_join();
-    request.set_data_address("127.0.0.1:" + std::to_string(5000 + id));
+    request.set_data_address(data_addresses_.contains(id)
+                                 ? data_addresses_[id]
+                                 : "127.0.0.1:" + std::to_string(5000 + id));
     request.set_requested_rank(rank);
     request.set_nonce("nonce of worker " + std::to_string(id));
     if (previous_rank >= 0) request.set_previous_rank(previous_rank);
@@ -130,6 +132,8 @@ class MembershipTest : public ::testing::Test {
   std::optional<Membership> membership_;
   TimePoint now_{std::chrono::seconds(1000)};
   std::map<ConnectionId, std::string> challenges_;
+  // A connection's data address when it is not 127.0.0.1:(5000 + id): a worker that joins again.
+  std::map<ConnectionId, std::string> data_addresses_;
   std::vector<Action> kept_;
 };
 
