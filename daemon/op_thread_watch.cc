@@ -16,6 +16,14 @@ void OpThreadWatch::alive() {
   last_answer_ = ticks(Clock::now());
 }
 
+void OpThreadWatch::excuse(Clock::duration paused) {
+  last_answer_ += paused.count();
+  std::int64_t deadline = op_deadline_;
+  while (deadline != 0 &&
+         !op_deadline_.compare_exchange_weak(deadline, deadline + paused.count())) {
+  }
+}
+
 std::optional<std::string> OpThreadWatch::stuck(Clock::time_point now) const {
   const std::int64_t deadline = op_deadline_;
   const std::int64_t allowed = std::max<std::int64_t>(last_answer_, deadline) +

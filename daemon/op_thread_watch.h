@@ -24,6 +24,9 @@ class OpThreadWatch {
   void op_began(Clock::time_point deadline);
   void op_ended() { alive(); }
   void alive();
+  // On any thread: the process was stopped for `paused` (not only its op thread), which the op
+  // thread gets back.
+  void excuse(Clock::duration paused);
 
   // On any thread: what the op thread has been doing past its allowance; nullopt while it keeps
   // up.

@@ -223,6 +223,8 @@ class Worker {
     bool lost = false;
     {
       std::lock_guard lock(stop_mutex_);
+      watched_serial_ = serial;
+      watched_rank_ = rank_;
       if (channel_) {
         channel_->keep_generation_when_lost();
         std::chrono::steady_clock::duration unused;
@@ -282,13 +284,21 @@ class Worker {
     watchdog_->expires_after(config_.heartbeat_interval);
     watchdog_->async_wait([this](const asio::error_code& error) {
       if (error) return;
+      const auto now = OpThreadWatch::Clock::now();
+      // Late by more than a beat: the whole process was stopped (SIGSTOP, a swapped-out host), not
+      // only the op thread, which gets the time back.
+      if (const auto late = now - watchdog_->expiry(); late > config_.heartbeat_interval) {
+        op_watch_.excuse(late);
+      }
       asio::post(op_io_, [this] { op_watch_.alive(); });
-      if (const auto stuck = op_watch_.stuck(OpThreadWatch::Clock::now())) {
+      if (const auto stuck = op_watch_.stuck(now)) {
         std::lock_guard lock(stop_mutex_);
-        if (channel_ && !stopping_ && left_serial_ != channel_serial_) {
+        // Only a generation the op thread serves is left; one that forms needs no op thread.
+        if (channel_ && !stopping_ && watched_serial_ == channel_serial_ &&
+            left_serial_ != channel_serial_) {
           left_serial_ = channel_serial_;
           spdlog::error("worker rank {}: {}; leaving the generation so that the group goes on",
-                        rank_, *stuck);
+                        watched_rank_, *stuck);
           channel_->leave(Status(ErrorCode::aborted, *stuck));
         }
       }
@@ -679,6 +689,8 @@ class Worker {
   Status generation_end_;             // why the last generation ended
   std::uint64_t channel_serial_ = 0;  // counts control channels, under stop_mutex_
   std::uint64_t left_serial_ = 0;     // the channel the watchdog left, under stop_mutex_
+  std::uint64_t watched_serial_ = 0;  // the channel of the generation served, under stop_mutex_
+  int watched_rank_ = -1;             // this worker's rank in it, under stop_mutex_
   OpThreadWatch op_watch_;
   std::optional<asio::steady_timer> watchdog_;  // on the control thread, from the first generation
   std::uint64_t serving_serial_ = 0;    // the channel of the generation the op thread serves

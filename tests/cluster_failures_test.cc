@@ -188,8 +188,12 @@ void allreduce_until_the_group_serves(testing::TestCluster& cluster) {
 // that it was dropped and joins again as the rank it held; the group serves every rank again.
 TEST(ClusterFailures, AStalledWorkerIsDroppedAndJoinsAgainWhenItResumes) {
   constexpr int kRanks = 3;
-  testing::TestCluster cluster =
-      testing::start_cluster(kRanks, "", 0, {"--heartbeat-timeout-ms", "1500"});
+  cli::LocalClusterOptions cluster_options;
+  cluster_options.workers = kRanks;
+  cluster_options.coordinator_flags = {"--heartbeat-timeout-ms", "1500"};
+  // Shorter than the stop: a stop of the whole process is no stuck op thread (OpThreadWatch).
+  cluster_options.worker_flags = {"--stall-timeout-ms", "1000"};
+  testing::TestCluster cluster = testing::start_cluster(cluster_options);
   expect_allreduce_works(cluster);
   const pid_t stalled = cluster.cluster->worker(1).pid();
   ASSERT_EQ(::kill(stalled, SIGSTOP), 0);
@@ -220,6 +224,8 @@ TEST(ClusterFailures, AStalledWorkerIsDroppedAndJoinsAgainWhenItResumes) {
   for (Client& client : cluster.clients) EXPECT_EQ(client.generation(), 2u);
   EXPECT_EQ(cluster.clients[1].rank(), 1);
   EXPECT_NE(cluster.cluster->log_of_worker(1).find("generation 1 ended"), std::string::npos);
+  EXPECT_EQ(cluster.cluster->log_of_worker(1).find("leaving the generation"), std::string::npos)
+      << cluster.cluster->log_of_worker(1);
 }
 
 // A worker whose op thread is stuck while its control thread still beats (here only its op

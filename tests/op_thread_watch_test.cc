@@ -1,6 +1,6 @@
 // The op thread's watch (daemon/op_thread_watch.h): between ops the op thread may be silent for
 // the slack, in an op until the slack past the op's deadline; past that, it is stuck, and the
-// watch says where.
+// watch says where. A time the whole process was stopped does not count.
 #include "daemon/op_thread_watch.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +39,20 @@ TEST(OpThreadWatch, InAnOpTheOpThreadHasUntilTheSlackPastTheOpsDeadline) {
   watch.op_ended();
   EXPECT_FALSE(watch.stuck(OpThreadWatch::Clock::now() + milliseconds(900)));
   EXPECT_TRUE(watch.stuck(OpThreadWatch::Clock::now() + seconds(2)));
+}
+
+TEST(OpThreadWatch, ATimeTheWholeProcessWasStoppedIsExcused) {
+  OpThreadWatch watch(milliseconds(1000));
+  const auto now = OpThreadWatch::Clock::now();
+  watch.alive();
+  watch.excuse(seconds(5));
+  EXPECT_FALSE(watch.stuck(now + milliseconds(5900)));
+  EXPECT_TRUE(watch.stuck(now + milliseconds(6100)));
+
+  watch.op_began(now + seconds(60));
+  watch.excuse(seconds(5));
+  EXPECT_FALSE(watch.stuck(now + milliseconds(65'900)));
+  EXPECT_TRUE(watch.stuck(now + milliseconds(66'100)));
 }
 
 }  // namespace
