@@ -9,21 +9,19 @@
 #include <asio/signal_set.hpp>
 #include <asio/steady_timer.hpp>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "collective/algorithms.h"
-#include "collective/wire_type.h"
-#include "config/knobs.h"
 #include "daemon/calibrator.h"
 #include "daemon/client_server.h"
 #include "daemon/control_channel.h"
 #include "daemon/data_mesh.h"
 #include "daemon/join_proofs.h"
 #include "daemon/link_prober.h"
+#include "daemon/op_request.h"
 #include "daemon/op_thread_watch.h"
 #include "engine/abort_signal.h"
 #include "engine/executor.h"
@@ -44,8 +42,6 @@ constexpr auto kPlanTimeout = std::chrono::milliseconds(60'000);
 constexpr auto kSpareWait = std::chrono::hours(24 * 365);
 // Between attempts to reach a coordinator that is gone, or restarting.
 constexpr auto kReattachBackoff = std::chrono::milliseconds(100);
-
-Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
 
 class Worker {
  public:
@@ -549,77 +545,6 @@ class Worker {
                       "another secret)");
   }
 
-  // Checks a client's request against what this daemon can run; fills the op's shape.
-  Status prepare(const PendingOp& pending, int world_size, engine::ExecuteOptions& options,
-                 OpShape& shape) {
-    const proto::SubmitOp& op = pending.op;
-    const auto collective = from_proto(op.collective());
-    const auto dtype = from_proto(op.dtype());
-    const auto reduce_op = from_proto(op.op());
-    if (!collective || !dtype || !reduce_op) {
-      return invalid("unknown collective, dtype or reduce op in request " +
-                     std::to_string(op.request_id()));
-    }
-    shape = {*collective, world_size, *collective == Collective::barrier ? 0 : op.count(),
-             *collective == Collective::barrier ? 1 : element_size(*dtype), op.root()};
-    // Every byte count of the op (data, output, all-to-all's p blocks) must fit in 64 bits, or a
-    // wrapped product would pass the region's size check.
-    const std::uint64_t most = std::numeric_limits<std::uint64_t>::max() / 2 /
-                               static_cast<std::uint64_t>(world_size) / shape.element_size;
-    if (shape.count > most) {
-      return invalid("a count of " + std::to_string(shape.count) + " " + std::string(name(*dtype)) +
-                     " is more bytes than any region holds");
-    }
-    DataType wire = *dtype;
-    if (op.wire() != proto::DATA_TYPE_UNSPECIFIED) {
-      const auto requested = from_proto(op.wire());
-      if (!requested) {
-        return invalid("unknown wire type in request " + std::to_string(op.request_id()));
-      }
-      if (Status status = check_wire_type(*collective, *dtype, *reduce_op, *requested);
-          !status.ok()) {
-        return status;
-      }
-      wire = *requested;
-    }
-    if (op.root() < 0 || op.root() >= world_size) {
-      return invalid("root " + std::to_string(op.root()) + " is not a rank of a group of " +
-                     std::to_string(world_size));
-    }
-    const std::uint64_t bytes = data_bytes(shape) + output_bytes(shape);
-    if (bytes > 0 && !pending.region) {
-      return invalid("the op names shared-memory region " + std::to_string(op.region_id()) +
-                     ", which this daemon does not have");
-    }
-    if (bytes > 0 && pending.region->size() < bytes) {
-      return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
-                     std::to_string(pending.region->size()));
-    }
-    // The table is indexed by the bytes that cross the network.
-    const std::uint64_t wire_bytes = data_bytes(shape) / shape.element_size * element_size(wire);
-    Algorithm algorithm = plan_.table.lookup(*collective, wire_bytes);
-    if (const auto requested = from_proto(op.algorithm())) {
-      algorithm = *requested;
-    } else if (config_.algorithm && supports(*collective, *config_.algorithm)) {
-      algorithm = *config_.algorithm;
-    }
-    if (!supports(*collective, algorithm)) {
-      return invalid(std::string(name(algorithm)) + " cannot run " +
-                     std::string(name(*collective)));
-    }
-    options.descriptor = {*collective,
-                          *dtype,
-                          *reduce_op,
-                          algorithm,
-                          static_cast<std::uint32_t>(op.root()),
-                          shape.count,
-                          pending.stream_sequence};
-    if (wire != *dtype) options.descriptor.wire = wire;
-    options.deadline = net::Deadline::after(std::chrono::milliseconds(
-        op.timeout_ms() > 0 ? op.timeout_ms() : knobs::kOpTimeoutMs.default_value));
-    return {};
-  }
-
   proto::DaemonToClient run_op(const PendingOp& pending) {
     if (mesh_ == nullptr) {
       // The group is between generations: the op fails at once, saying why.
@@ -641,7 +566,8 @@ class Worker {
     options.stall_timeout = config_.stall_timeout;
     options.abort = &abort_;
     OpShape shape;
-    Status status = prepare(pending, mesh.world_size(), options, shape);
+    Status status =
+        prepare_op(pending, mesh.world_size(), plan_.table, config_.algorithm, options, shape);
     if (!status.ok()) {
       status = Status(status.code(), "rank " + std::to_string(rank_) + ": " + status.message());
       engine::announce_failure(mesh, options, status);

@@ -1,0 +1,89 @@
+#include "daemon/op_request.h"
+
+#include <limits>
+#include <string>
+
+#include "collective/algorithms.h"
+#include "collective/wire_type.h"
+#include "config/knobs.h"
+#include "proto/convert.h"
+
+namespace gradsync::daemon {
+
+namespace {
+
+Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
+
+}  // namespace
+
+Status prepare_op(const PendingOp& pending, int world_size, const AlgorithmTable& table,
+                  std::optional<Algorithm> forced, engine::ExecuteOptions& options,
+                  OpShape& shape) {
+  const proto::SubmitOp& op = pending.op;
+  const auto collective = from_proto(op.collective());
+  const auto dtype = from_proto(op.dtype());
+  const auto reduce_op = from_proto(op.op());
+  if (!collective || !dtype || !reduce_op) {
+    return invalid("unknown collective, dtype or reduce op in request " +
+                   std::to_string(op.request_id()));
+  }
+  shape = {*collective, world_size, *collective == Collective::barrier ? 0 : op.count(),
+           *collective == Collective::barrier ? 1 : element_size(*dtype), op.root()};
+  // Every byte count of the op (data, output, all-to-all's p blocks) must fit in 64 bits, or a
+  // wrapped product would pass the region's size check.
+  const std::uint64_t most = std::numeric_limits<std::uint64_t>::max() / 2 /
+                             static_cast<std::uint64_t>(world_size) / shape.element_size;
+  if (shape.count > most) {
+    return invalid("a count of " + std::to_string(shape.count) + " " + std::string(name(*dtype)) +
+                   " is more bytes than any region holds");
+  }
+  DataType wire = *dtype;
+  if (op.wire() != proto::DATA_TYPE_UNSPECIFIED) {
+    const auto requested = from_proto(op.wire());
+    if (!requested) {
+      return invalid("unknown wire type in request " + std::to_string(op.request_id()));
+    }
+    if (Status status = check_wire_type(*collective, *dtype, *reduce_op, *requested);
+        !status.ok()) {
+      return status;
+    }
+    wire = *requested;
+  }
+  if (op.root() < 0 || op.root() >= world_size) {
+    return invalid("root " + std::to_string(op.root()) + " is not a rank of a group of " +
+                   std::to_string(world_size));
+  }
+  const std::uint64_t bytes = data_bytes(shape) + output_bytes(shape);
+  if (bytes > 0 && !pending.region) {
+    return invalid("the op names shared-memory region " + std::to_string(op.region_id()) +
+                   ", which this daemon does not have");
+  }
+  if (bytes > 0 && pending.region->size() < bytes) {
+    return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
+                   std::to_string(pending.region->size()));
+  }
+  // The table is indexed by the bytes that cross the network.
+  const std::uint64_t wire_bytes = data_bytes(shape) / shape.element_size * element_size(wire);
+  Algorithm algorithm = table.lookup(*collective, wire_bytes);
+  if (const auto requested = from_proto(op.algorithm())) {
+    algorithm = *requested;
+  } else if (forced && supports(*collective, *forced)) {
+    algorithm = *forced;
+  }
+  if (!supports(*collective, algorithm)) {
+    return invalid(std::string(name(algorithm)) + " cannot run " + std::string(name(*collective)));
+  }
+  options.descriptor = {*collective,
+                        *dtype,
+                        *reduce_op,
+                        algorithm,
+                        static_cast<std::uint32_t>(op.root()),
+                        shape.count,
+                        pending.stream_sequence};
+  if (wire != *dtype) options.descriptor.wire = wire;
+  options.deadline = net::Deadline::after(std::chrono::milliseconds(
+      op.timeout_ms() > 0 ? op.timeout_ms() : knobs::kOpTimeoutMs.default_value));
+  return {};
+}
+
+}  // namespace gradsync::daemon
