@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,18 +63,26 @@ class Bench {
         op_(op),
         wire_(wire) {}
 
-  // One row: every rank runs warmup + timed ops; time is the median over iterations of the
-  // slowest rank's time.
-  BenchRow measure(std::uint64_t bytes, std::optional<Algorithm> algorithm) {
+  // One row per algorithm (nullopt: auto). Every rank runs warmup + timed ops, the algorithms
+  // taking turns (one op of each, then the next, each iteration starting one further along), so
+  // that what slows a stretch of time (another process, a busy core) or follows a particular
+  // algorithm slows them all alike and their rows compare like with like. A row's time is the
+  // median over iterations of the slowest rank's time.
+  std::vector<BenchRow> measure(std::uint64_t bytes,
+                                const std::vector<std::optional<Algorithm>>& algorithms) {
     const std::size_t size = element_size(type_);
     const std::uint64_t count = std::max<std::uint64_t>(bytes / size, 1);
     const int p = clients_.front().world_size();
     const int local = static_cast<int>(clients_.size());
-    std::vector<std::vector<double>> times(local);
-    std::vector<int> wrong(local, 0);
+    const std::size_t kinds = algorithms.size();
+    // [rank][algorithm]: the times of its timed iterations, its wrong results
+    std::vector<std::vector<std::vector<double>>> times(local,
+                                                        std::vector<std::vector<double>>(kinds));
+    std::vector<std::vector<int>> wrong(local, std::vector<int>(kinds, 0));
     std::vector<std::string> errors(local);
     std::vector<std::byte> expected = reference(count, p);
-    Algorithm used = algorithm.value_or(Algorithm::ring);
+    std::vector<Algorithm> used(kinds);
+    for (std::size_t k = 0; k < kinds; ++k) used[k] = algorithms[k].value_or(Algorithm::ring);
     const int timed = timed_iterations(bytes, options_.iters, options_.small_iters);
     std::vector<std::thread> threads;
     for (int i = 0; i < local; ++i) {
@@ -102,24 +111,28 @@ class Bench {
         }
         OpOptions op_options;
         op_options.op = op_;
-        op_options.algorithm = algorithm;
         op_options.wire = wire_;
         try {
           for (int iteration = 0; iteration < options_.warmup + timed; ++iteration) {
-            std::copy(pristine.begin(), pristine.end(), data);
-            // Every rank starts the timed op together: a row times the op, not the ranks (or
-            // the other ranks' copies and checks) arriving at different times.
-            client.barrier();
-            const auto start = std::chrono::steady_clock::now();
-            Handle handle = client.allreduce_async(data, count, type_, op_options);
-            handle.wait();
-            const auto stop = std::chrono::steady_clock::now();
-            if (i == 0) used = handle.algorithm();
-            if (iteration < options_.warmup) continue;
-            times[i].push_back(std::chrono::duration<double, std::micro>(stop - start).count());
-            // memcmp: std::equal on std::byte compiles to a byte loop, which took 18% of all
-            // CPU in a 1 MiB run, stolen from ranks still inside their op.
-            if (std::memcmp(data, expected.data(), expected.size()) != 0) ++wrong[i];
+            for (std::size_t turn = 0; turn < kinds; ++turn) {
+              const std::size_t k = (turn + static_cast<std::size_t>(iteration)) % kinds;
+              op_options.algorithm = algorithms[k];
+              std::copy(pristine.begin(), pristine.end(), data);
+              // Every rank starts the timed op together: a row times the op, not the ranks (or
+              // the other ranks' copies and checks) arriving at different times.
+              client.barrier();
+              const auto start = std::chrono::steady_clock::now();
+              Handle handle = client.allreduce_async(data, count, type_, op_options);
+              handle.wait();
+              const auto stop = std::chrono::steady_clock::now();
+              if (i == 0) used[k] = handle.algorithm();
+              if (iteration < options_.warmup) continue;
+              times[i][k].push_back(
+                  std::chrono::duration<double, std::micro>(stop - start).count());
+              // memcmp: std::equal on std::byte compiles to a byte loop, which took 18% of all
+              // CPU in a 1 MiB run, stolen from ranks still inside their op.
+              if (std::memcmp(data, expected.data(), expected.size()) != 0) ++wrong[i][k];
+            }
           }
         } catch (const ClientError& error) {
           errors[i] = error.what();
@@ -130,22 +143,26 @@ class Bench {
     for (const std::string& error : errors) {
       if (!error.empty()) throw ClientError(Status(ErrorCode::internal, error));
     }
-    std::vector<double> slowest(times[0].size(), 0.0);
-    for (const auto& rank_times : times) {
-      for (std::size_t k = 0; k < slowest.size(); ++k) {
-        slowest[k] = std::max(slowest[k], rank_times[k]);
+    std::vector<BenchRow> rows;
+    for (std::size_t k = 0; k < kinds; ++k) {
+      std::vector<double> slowest(times[0][k].size(), 0.0);
+      for (const auto& rank_times : times) {
+        for (std::size_t n = 0; n < slowest.size(); ++n) {
+          slowest[n] = std::max(slowest[n], rank_times[k][n]);
+        }
       }
+      BenchRow row = make_row(
+          count * size, count,
+          algorithms[k] ? std::string(name(*algorithms[k])) : "auto:" + std::string(name(used[k])),
+          median(slowest), p);
+      // The model prices the bytes that cross the network.
+      const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
+      row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, wire_size}, used[k]);
+      row.iterations = static_cast<int>(slowest.size());
+      for (const auto& rank_wrong : wrong) row.wrong += rank_wrong[k];
+      rows.push_back(std::move(row));
     }
-    BenchRow row =
-        make_row(count * size, count,
-                 algorithm ? std::string(name(*algorithm)) : "auto:" + std::string(name(used)),
-                 median(slowest), p);
-    // The model prices the bytes that cross the network.
-    const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
-    row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, wire_size}, used);
-    row.iterations = static_cast<int>(slowest.size());
-    for (int w : wrong) row.wrong += w;
-    return row;
+    return rows;
   }
 
  private:
@@ -217,6 +234,33 @@ class Bench {
   std::optional<DataType> wire_;
 };
 
+// With --algorithm all: per size, auto's time over the best forced algorithm's, and the worst.
+void print_auto_against_best(const std::vector<BenchRow>& rows) {
+  double worst = 0;
+  std::uint64_t worst_bytes = 0;
+  for (std::size_t first = 0; first < rows.size();) {
+    std::size_t end = first;
+    double auto_us = 0;
+    double best_us = INFINITY;
+    for (; end < rows.size() && rows[end].bytes == rows[first].bytes; ++end) {
+      if (rows[end].algorithm.rfind("auto", 0) == 0) {
+        auto_us = rows[end].time_us;
+      } else {
+        best_us = std::min(best_us, rows[end].time_us);
+      }
+    }
+    if (auto_us > 0 && std::isfinite(best_us) && auto_us / best_us > worst) {
+      worst = auto_us / best_us;
+      worst_bytes = rows[first].bytes;
+    }
+    first = end;
+  }
+  if (worst > 0) {
+    std::printf("auto against the best forced algorithm: at worst %.2fx (at %llu bytes)\n", worst,
+                static_cast<unsigned long long>(worst_bytes));
+  }
+}
+
 int run_bench(BenchOptions options) {
   const std::vector<std::string> sockets = socket_paths(options.sockets, "--sockets");
   std::string error;
@@ -273,8 +317,8 @@ int run_bench(BenchOptions options) {
   try {
     for (double bytes = static_cast<double>(*min_bytes); bytes <= static_cast<double>(*max_bytes);
          bytes *= options.step_factor) {
-      for (const auto& algorithm : algorithms) {
-        rows.push_back(bench.measure(static_cast<std::uint64_t>(bytes), algorithm));
+      for (BenchRow& row : bench.measure(static_cast<std::uint64_t>(bytes), algorithms)) {
+        rows.push_back(std::move(row));
       }
     }
   } catch (const ClientError& failure) {
@@ -294,6 +338,7 @@ int run_bench(BenchOptions options) {
                            options.op,          options.wire,   options.iters,
                            options.small_iters, options.warmup, model};
     print_bench_table(setup, rows);
+    if (options.algorithm == "all") print_auto_against_best(rows);
     if (!options.json_path.empty()) write_bench_json(options.json_path, setup, rows);
   }
   const bool all_correct =

@@ -1,6 +1,7 @@
 #include "cli/plan_command.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "cli/connect_clients.h"
 #include "cli/prediction_table.h"
 #include "cli/size_list.h"
+#include "collective/plan_choice.h"
 #include "config/cli_knobs.h"
 
 namespace gradsync::cli {
@@ -23,6 +25,18 @@ struct PlanOptions {
   bool json = false;
   int connect_timeout_ms = 0;
 };
+
+// Why the table runs what it does from `threshold` on: the rule of plan_choice.h at its first size.
+std::string why(const GroupPlan& plan, const Threshold& threshold) {
+  const AlgorithmChoice choice =
+      choose_algorithm(plan, table_shape(threshold.collective, plan.world_size,
+                                         std::max<std::uint64_t>(threshold.min_bytes, 4)));
+  std::string text = explain(choice);
+  if (choice.algorithm != threshold.algorithm) {
+    text += " [the table runs " + std::string(name(threshold.algorithm)) + "]";
+  }
+  return text;
+}
 
 double gigabytes_per_second(double beta_us_per_byte) {
   return beta_us_per_byte > 0 ? 1e-3 / beta_us_per_byte : 0.0;
@@ -73,18 +87,28 @@ void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
         "\ncalibration: real all-reduce ops (median of the slowest rank's time, us) beside the "
         "model's "
         "latency and transfer terms\n");
-    std::printf("%14s  %17s  %12s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured", "latency",
-                "transfer", "ratio");
+    std::printf("%14s  %17s  %12s  %25s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured",
+                "quartiles (repetitions)", "latency", "transfer", "ratio");
     for (const CalibrationSample& sample : plan.calibration) {
-      std::printf("%14llu  %17s  %12.1f  %12.1f  %12.1f  %8.2f\n",
+      char quartiles[64];
+      std::snprintf(quartiles, sizeof quartiles, "%.1f-%.1f (%d)", sample.low_us, sample.high_us,
+                    sample.repetitions);
+      std::printf("%14llu  %17s  %12.1f  %25s  %12.1f  %12.1f  %8.2f\n",
                   static_cast<unsigned long long>(sample.bytes),
-                  std::string(name(sample.algorithm)).c_str(), sample.measured_us,
+                  std::string(name(sample.algorithm)).c_str(), sample.measured_us, quartiles,
                   sample.modelled_latency_us, sample.modelled_transfer_us,
                   sample.measured_us / sample.modelled_us());
     }
   }
-  std::printf("\nalgorithm table (what auto runs, by bytes per rank):\n%s",
-              plan.table.describe().c_str());
+  std::printf(
+      "\nalgorithm table (what auto runs, by bytes per rank), and why: the model's order, unless a "
+      "measurement is faster by more than its spread (its upper quartile below the lower quartile "
+      "of the model's choice)\n");
+  for (const Threshold& threshold : plan.table.thresholds()) {
+    std::printf("%s >= %llu B: %s\n    %s\n", std::string(name(threshold.collective)).c_str(),
+                static_cast<unsigned long long>(threshold.min_bytes),
+                std::string(name(threshold.algorithm)).c_str(), why(plan, threshold).c_str());
+  }
   std::printf(
       "\npredicted all-reduce time in us (f32): the calibrated measurements, the model beyond "
       "them; * marks what auto runs\n");
@@ -107,7 +131,8 @@ nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<Predic
   for (const Threshold& threshold : plan.table.thresholds()) {
     table.push_back({{"collective", name(threshold.collective)},
                      {"min_bytes", threshold.min_bytes},
-                     {"algorithm", name(threshold.algorithm)}});
+                     {"algorithm", name(threshold.algorithm)},
+                     {"why", why(plan, threshold)}});
   }
   nlohmann::ordered_json calibration = nlohmann::ordered_json::array();
   for (const CalibrationSample& sample : plan.calibration) {
@@ -115,7 +140,10 @@ nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<Predic
                            {"bytes", sample.bytes},
                            {"measured_us", sample.measured_us},
                            {"modelled_latency_us", sample.modelled_latency_us},
-                           {"modelled_transfer_us", sample.modelled_transfer_us}});
+                           {"modelled_transfer_us", sample.modelled_transfer_us},
+                           {"low_us", sample.low_us},
+                           {"high_us", sample.high_us},
+                           {"repetitions", sample.repetitions}});
   }
   return {{"generation", plan.generation},
           {"world_size", plan.world_size},

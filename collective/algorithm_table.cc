@@ -4,27 +4,20 @@
 
 namespace gradsync {
 
-AlgorithmTable AlgorithmTable::build(int world_size, const NetworkModel& network) {
-  return build(
-      world_size,
-      [&network](const OpShape& shape, Algorithm algorithm) {
-        return estimate_cost(shape, algorithm, network).time_us;
-      },
-      network);
+OpShape table_shape(Collective collective, int world_size, std::uint64_t bytes) {
+  if (collective == Collective::barrier) return {collective, world_size, 0, 4};
+  const std::uint64_t count = collective == Collective::alltoall
+                                  ? std::max<std::uint64_t>(bytes / 4 / world_size, 1)
+                                  : std::max<std::uint64_t>(bytes / 4, 1);
+  return {collective, world_size, count, 4};
 }
 
-AlgorithmTable AlgorithmTable::build(int world_size, const CostFunction& cost,
-                                     const NetworkModel& network) {
+AlgorithmTable AlgorithmTable::build(int world_size, const Chooser& choose) {
   std::vector<Threshold> thresholds;
   for (Collective collective : kAllCollectives) {
     const bool sized = collective != Collective::barrier;
     for (std::uint64_t bytes = 4; bytes <= (sized ? (1ull << 30) : 4); bytes *= 2) {
-      // All-to-all's count is per destination: the same bytes per rank in all.
-      const std::uint64_t count = collective == Collective::alltoall
-                                      ? std::max<std::uint64_t>(bytes / 4 / world_size, 1)
-                                      : bytes / 4;
-      const OpShape shape{collective, world_size, sized ? count : 0, 4};
-      const Algorithm chosen = cheapest(estimate_candidates(shape, cost, network));
+      const Algorithm chosen = choose(table_shape(collective, world_size, bytes));
       if (thresholds.empty() || thresholds.back().collective != collective ||
           thresholds.back().algorithm != chosen) {
         thresholds.push_back(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,16 +20,19 @@ struct Threshold {
   friend bool operator==(const Threshold&, const Threshold&) = default;
 };
 
+// The f32 op of `bytes` per rank that the table is built at (all-to-all's count is per
+// destination: the same bytes per rank in all; a barrier has none).
+OpShape table_shape(Collective collective, int world_size, std::uint64_t bytes);
+
 class AlgorithmTable {
  public:
   AlgorithmTable() = default;
   explicit AlgorithmTable(std::vector<Threshold> thresholds) : thresholds_(std::move(thresholds)) {}
 
-  // Evaluates every candidate at 4 B, 8 B, … 1 GiB of f32 and keeps the points where the choice
-  // changes; the choice is cheapest()'s (within 5%, `network`'s model decides).
-  static AlgorithmTable build(int world_size, const CostFunction& cost,
-                              const NetworkModel& network);
-  static AlgorithmTable build(int world_size, const NetworkModel& network);
+  // Asks `choose` at 4 B, 8 B, … 1 GiB of f32 (barrier: once) and keeps the points where the
+  // choice changes.
+  using Chooser = std::function<Algorithm(const OpShape& shape)>;
+  static AlgorithmTable build(int world_size, const Chooser& choose);
 
   Algorithm lookup(Collective collective, std::uint64_t bytes) const;
   const std::vector<Threshold>& thresholds() const { return thresholds_; }

@@ -5,13 +5,18 @@
 
 namespace gradsync {
 
-double calibrated_us(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
-                     std::uint64_t bytes, double modelled_us) {
+namespace {
+
+double following(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
+                 std::uint64_t bytes, double modelled_us, Quartile quartile) {
   std::vector<CalibrationSample> own;
-  for (const CalibrationSample& sample : samples) {
-    if (sample.algorithm == algorithm && sample.measured_us > 0 && sample.modelled_us() > 0) {
-      own.push_back(sample);
+  for (CalibrationSample sample : samples) {
+    if (sample.algorithm != algorithm || sample.measured_us <= 0 || sample.modelled_us() <= 0) {
+      continue;
     }
+    if (quartile == Quartile::low && sample.low_us > 0) sample.measured_us = sample.low_us;
+    if (quartile == Quartile::high && sample.high_us > 0) sample.measured_us = sample.high_us;
+    own.push_back(sample);
   }
   if (own.empty()) return modelled_us;
   std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
@@ -44,6 +49,30 @@ double calibrated_us(const std::vector<CalibrationSample>& samples, Algorithm al
       (std::log(static_cast<double>(bytes)) - std::log(static_cast<double>(lower->bytes))) /
       (std::log(static_cast<double>(upper->bytes)) - std::log(static_cast<double>(lower->bytes)));
   return lower->measured_us * std::pow(upper->measured_us / lower->measured_us, weight);
+}
+
+}  // namespace
+
+double calibrated_us(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
+                     std::uint64_t bytes, double modelled_us, Quartile quartile) {
+  // Beyond the largest calibrated size a quartile keeps its distance from the median there: the
+  // quartiles' own slopes, from repetitions a few apart, would cross.
+  const CalibrationSample* largest = nullptr;
+  for (const CalibrationSample& sample : samples) {
+    if (sample.algorithm == algorithm && sample.measured_us > 0 && sample.modelled_us() > 0 &&
+        (largest == nullptr || sample.bytes > largest->bytes)) {
+      largest = &sample;
+    }
+  }
+  const double spread = largest == nullptr           ? 0
+                        : quartile == Quartile::low  ? largest->low_us
+                        : quartile == Quartile::high ? largest->high_us
+                                                     : 0;
+  if (spread > 0 && bytes > largest->bytes) {
+    return following(samples, algorithm, bytes, modelled_us, Quartile::median) * spread /
+           largest->measured_us;
+  }
+  return following(samples, algorithm, bytes, modelled_us, quartile);
 }
 
 }  // namespace gradsync

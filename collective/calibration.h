@@ -22,13 +22,22 @@ struct CalibrationSample {
   double measured_us = 0;           // median over repetitions of the slowest rank's time
   double modelled_latency_us = 0;   // the model's latency terms for the same op
   double modelled_transfer_us = 0;  // the model's transfer terms
+  // The quartiles of the slowest rank's time (its spread), and how many repetitions they are of;
+  // 0: no spread known, the median alone.
+  double low_us = 0;
+  double high_us = 0;
+  int repetitions = 0;
   double modelled_us() const { return modelled_latency_us + modelled_transfer_us; }
   friend bool operator==(const CalibrationSample&, const CalibrationSample&) = default;
 };
 
-// The prediction for `algorithm` at `bytes` where the model says `modelled_us`; the model's time
-// as it is where no sample is of `algorithm`. Never falls as `bytes` grows.
+// Which of a sample's times a prediction follows.
+enum class Quartile { low, median, high };
+
+// The prediction for `algorithm` at `bytes` where the model says `modelled_us`, following each
+// sample's `quartile`; the model's time as it is where no sample is of `algorithm`. Never falls as
+// `bytes` grows.
 double calibrated_us(const std::vector<CalibrationSample>& samples, Algorithm algorithm,
-                     std::uint64_t bytes, double modelled_us);
+                     std::uint64_t bytes, double modelled_us, Quartile quartile = Quartile::median);
 
 }  // namespace gradsync

@@ -12,15 +12,6 @@ double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algor
   return calibrated_us(plan.calibration, algorithm, shape.count * shape.element_size, modelled);
 }
 
-AlgorithmTable build_table(const GroupPlan& plan) {
-  return AlgorithmTable::build(
-      plan.world_size,
-      [&plan](const OpShape& shape, Algorithm algorithm) {
-        return predicted_us(plan, shape, algorithm);
-      },
-      plan.network);
-}
-
 std::string describe(const GroupPlan& plan) {
   double alpha_min = plan.network.alpha_us;
   double beta_min = plan.network.beta_us_per_byte;

@@ -35,9 +35,6 @@ struct GroupPlan {
 // The plan's predicted time of an op: the model's, calibrated for all-reduce (calibration.h).
 double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm);
 
-// The algorithm table of the plan's predictions.
-AlgorithmTable build_table(const GroupPlan& plan);
-
 // For the logs: the range of α and β over the links, γ, and the table, one threshold a line.
 std::string describe(const GroupPlan& plan);
 

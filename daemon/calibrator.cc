@@ -51,33 +51,52 @@ Status calibrate(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
   for (const proto::CalibrationRequest::Size& size : request.sizes()) {
     const std::uint64_t bytes = size.bytes();
     const OpShape shape{Collective::allreduce, mesh.world_size(), bytes / 4, 4};
+    struct Contender {
+      Schedule schedule;
+      engine::OpDescriptor descriptor;
+      proto::CalibrationSample* sample;
+    };
+    std::vector<Contender> contenders;
     for (const int requested : size.algorithms()) {
       const auto algorithm = from_proto(static_cast<proto::Algorithm>(requested));
       if (!algorithm || !supports(Collective::allreduce, *algorithm)) {
         return Status(ErrorCode::protocol_error,
                       "the coordinator asked to calibrate an algorithm that is not an all-reduce");
       }
-      const Schedule schedule = build_schedule(shape, *algorithm, mesh.rank());
-      const engine::OpDescriptor descriptor{
-          Collective::allreduce, DataType::f32, ReduceOp::sum, *algorithm, 0, shape.count};
       proto::CalibrationSample& sample = *report.add_samples();
       sample.set_algorithm(to_proto(*algorithm));
       sample.set_bytes(bytes);
-      // One untimed op first: the first at a size grows the executor's buffers (page faults).
-      // Then every timed op starts together, as a client's op does after its barrier; back to
-      // back, a rank that starts late finds its data already sent and times too little.
-      double elapsed_us = 0;
-      if (Status status = timed(schedule, descriptor, data.data(), elapsed_us); !status.ok()) {
+      contenders.push_back(
+          {build_schedule(shape, *algorithm, mesh.rank()),
+           {Collective::allreduce, DataType::f32, ReduceOp::sum, *algorithm, 0, shape.count},
+           &sample});
+    }
+    // One untimed op of each first: the first at a size grows the executor's buffers (page
+    // faults). Then the contenders take turns, one repetition of each and then the next (each
+    // repetition starting one further along), so that what slows a stretch of time (another
+    // process, a busy core) or follows a particular algorithm slows them all alike. Every
+    // timed op starts together, as a client's op does after its barrier; back to back, a rank that
+    // starts late finds its data already sent and times too little.
+    double elapsed_us = 0;
+    for (const Contender& contender : contenders) {
+      if (Status status = timed(contender.schedule, contender.descriptor, data.data(), elapsed_us);
+          !status.ok()) {
         return status;
       }
-      for (int repetition = 0; repetition < size.repetitions(); ++repetition) {
+    }
+    for (int repetition = 0; repetition < size.repetitions(); ++repetition) {
+      for (std::size_t turn = 0; turn < contenders.size(); ++turn) {
+        const Contender& contender =
+            contenders[(turn + static_cast<std::size_t>(repetition)) % contenders.size()];
         if (Status status = timed(barrier, barrier_descriptor, nullptr, elapsed_us); !status.ok()) {
           return status;
         }
-        if (Status status = timed(schedule, descriptor, data.data(), elapsed_us); !status.ok()) {
+        if (Status status =
+                timed(contender.schedule, contender.descriptor, data.data(), elapsed_us);
+            !status.ok()) {
           return status;
         }
-        sample.add_repetition_us(elapsed_us);
+        contender.sample->add_repetition_us(elapsed_us);
       }
     }
   }

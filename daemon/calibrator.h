@@ -1,5 +1,6 @@
 // Runs the coordinator's calibration request on this rank (DESIGN.md §5): the requested all-reduce
-// algorithms at every requested size, a few times each, timed; every repetition's time goes back.
+// algorithms at every requested size, a few times each, taking turns, timed; every repetition's
+// time goes back.
 #pragma once
 
 #include "collective/status.h"

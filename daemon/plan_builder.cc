@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "collective/algorithms.h"
+#include "collective/plan_choice.h"
+#include "collective/quantile.h"
 #include "proto/convert.h"
 
 namespace gradsync::daemon {
@@ -97,9 +99,9 @@ GroupPlan plan_from_reports(std::uint64_t generation,
 
 proto::CalibrationRequest calibration_request(const GroupPlan& plan,
                                               std::chrono::milliseconds budget) {
-  constexpr double kTargetUsPerSize = 20'000;  // for the repetitions of one size's algorithms
-  constexpr int kMinRepetitions = 3;
-  constexpr int kMaxRepetitions = 10;
+  constexpr double kTargetUsPerSize = 30'000;  // for the repetitions of one size's algorithms
+  constexpr int kMinRepetitions = 5;
+  constexpr int kMaxRepetitions = 15;
   constexpr double kContenderFactor = 1.3;
   constexpr double kAlwaysCalibrateUs = 5'000;
   proto::CalibrationRequest request;
@@ -181,13 +183,19 @@ Status check_calibration_report(const proto::CalibrationReport& report,
 
 // An op lasts until its slowest rank is done, and a benchmark row is the median over its
 // iterations of that: the same statistic here, so that the planner compares what users see.
+// The algorithms of a size ran interleaved, one repetition of each and then the next, so what
+// slowed a whole repetition (another process, a busy core) is drift that hit them all alike, not
+// the spread of one: each repetition's times are divided by their geometric mean over the
+// algorithms, relative to the median of those means, before the quartiles are taken. For two
+// algorithms, their interquartile ranges then part only if one was faster in three repetitions of
+// four (choose_algorithm's test for a clear difference).
 void add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport>& reports) {
-  std::map<std::pair<Algorithm, std::uint64_t>, std::vector<double>> slowest;
+  std::map<std::uint64_t, std::map<Algorithm, std::vector<double>>> slowest;  // by size
   plan.calibration_ms = 0;
   for (const proto::CalibrationReport& report : reports) {
     plan.calibration_ms = std::max(plan.calibration_ms, report.calibration_ms());
     for (const proto::CalibrationSample& sample : report.samples()) {
-      std::vector<double>& times = slowest[{*from_proto(sample.algorithm()), sample.bytes()}];
+      std::vector<double>& times = slowest[sample.bytes()][*from_proto(sample.algorithm())];
       times.resize(std::max<std::size_t>(times.size(), sample.repetition_us_size()));
       for (int i = 0; i < sample.repetition_us_size(); ++i) {
         times[i] = std::max(times[i], sample.repetition_us(i));
@@ -195,15 +203,31 @@ void add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport
     }
   }
   plan.calibration.clear();
-  for (auto& [key, times] : slowest) {
-    const auto& [algorithm, bytes] = key;
-    if (times.empty()) continue;
-    std::sort(times.begin(), times.end());
-    const double measured_us = times[times.size() / 2];
-    const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
-    const CostEstimate modelled = estimate_cost(shape, algorithm, plan.network);
-    plan.calibration.push_back(
-        {algorithm, bytes, measured_us, modelled.latency_us, modelled.transfer_us});
+  for (const auto& [bytes, by_algorithm] : slowest) {
+    std::size_t repetitions = std::numeric_limits<std::size_t>::max();
+    for (const auto& [algorithm, times] : by_algorithm) {
+      repetitions = std::min(repetitions, times.size());
+    }
+    if (repetitions == 0) continue;
+    std::vector<double> drift(repetitions, 1.0);
+    if (by_algorithm.size() >= 2) {
+      for (std::size_t i = 0; i < repetitions; ++i) {
+        double log_sum = 0;
+        for (const auto& [algorithm, times] : by_algorithm) log_sum += std::log(times[i]);
+        drift[i] = std::exp(log_sum / static_cast<double>(by_algorithm.size()));
+      }
+      const double typical = quantile(drift, 0.5);
+      for (double& factor : drift) factor /= typical;
+    }
+    for (const auto& [algorithm, times] : by_algorithm) {
+      std::vector<double> steady(repetitions);
+      for (std::size_t i = 0; i < repetitions; ++i) steady[i] = times[i] / drift[i];
+      const OpShape shape{Collective::allreduce, plan.world_size, bytes / 4, 4};
+      const CostEstimate modelled = estimate_cost(shape, algorithm, plan.network);
+      plan.calibration.push_back({algorithm, bytes, quantile(steady, 0.5), modelled.latency_us,
+                                  modelled.transfer_us, quantile(steady, 0.25),
+                                  quantile(steady, 0.75), static_cast<int>(repetitions)});
+    }
   }
   plan.table = build_table(plan);
 }
@@ -213,7 +237,7 @@ GroupPlan plan_from_model(std::uint64_t generation, int world_size, const Networ
   plan.generation = generation;
   plan.world_size = world_size;
   plan.network = network;
-  plan.table = AlgorithmTable::build(world_size, network);
+  plan.table = build_table(plan);
   return plan;
 }
 

@@ -35,8 +35,8 @@ GroupPlan plan_from_model(std::uint64_t generation, int world_size, const Networ
 // What to calibrate all-reduce at: 4 B, 4 KiB, 64 KiB, 1 MiB and 4 MiB, as far as the plan
 // predicts that running the contenders at each (where an op takes over 5 ms, the algorithms within
 // 1.3x of the best prediction) fits in `budget`; small sizes are repeated more often, since a
-// single descheduled rank can double their time, and every size at least three times, since the
-// largest decides between the ring and halving-doubling beyond it. Nothing for a single rank.
+// single descheduled rank can double their time, and every size at least five times, enough for
+// quartiles: a measurement overrides the model only where they part. Nothing for a single rank.
 proto::CalibrationRequest calibration_request(const GroupPlan& plan,
                                               std::chrono::milliseconds budget);
 
@@ -45,9 +45,9 @@ proto::CalibrationRequest calibration_request(const GroupPlan& plan,
 Status check_calibration_report(const proto::CalibrationReport& report,
                                 const proto::CalibrationRequest& request, int rank);
 
-// Takes per (algorithm, size) the median over repetitions of the slowest rank's time from the
-// checked `reports`, puts it beside the model's time, and rebuilds the plan's table from the
-// calibrated predictions.
+// Takes per (algorithm, size) the median and quartiles over repetitions of the slowest rank's time
+// from the checked `reports` (with the drift that hit every algorithm of a repetition taken out),
+// puts them beside the model's time, and rebuilds the plan's table from the calibrated predictions.
 void add_calibration(GroupPlan& plan, const std::vector<proto::CalibrationReport>& reports);
 
 }  // namespace gradsync::daemon

@@ -89,6 +89,9 @@ void to_proto(const GroupPlan& plan, proto::GroupPlan& out) {
     entry.set_measured_us(sample.measured_us);
     entry.set_modelled_latency_us(sample.modelled_latency_us);
     entry.set_modelled_transfer_us(sample.modelled_transfer_us);
+    entry.set_low_us(sample.low_us);
+    entry.set_high_us(sample.high_us);
+    entry.set_repetitions(sample.repetitions);
   }
   for (const Threshold& threshold : plan.table.thresholds()) {
     proto::AlgorithmThreshold& entry = *out.add_algorithm_table();
@@ -155,11 +158,13 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
       return invalid("a calibration sample names an algorithm that is not an all-reduce");
     }
     if (entry.bytes() == 0 || !cost(entry.measured_us()) || !cost(entry.modelled_latency_us()) ||
-        !cost(entry.modelled_transfer_us())) {
-      return invalid("a calibration sample of 0 bytes or with a time that is not >= 0");
+        !cost(entry.modelled_transfer_us()) || !cost(entry.low_us()) || !cost(entry.high_us()) ||
+        entry.repetitions() < 0) {
+      return invalid("a calibration sample of 0 bytes or with a time or count that is not >= 0");
     }
     plan.calibration.push_back({*algorithm, entry.bytes(), entry.measured_us(),
-                                entry.modelled_latency_us(), entry.modelled_transfer_us()});
+                                entry.modelled_latency_us(), entry.modelled_transfer_us(),
+                                entry.low_us(), entry.high_us(), entry.repetitions()});
   }
   std::vector<Threshold> thresholds;
   for (const proto::AlgorithmThreshold& entry : message.algorithm_table()) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "collective/group_plan.h"
+#include "collective/plan_choice.h"
 
 namespace gradsync {
 namespace {
@@ -83,12 +84,16 @@ TEST(GroupPlan, CalibrationChangesWhatTheTableChooses) {
   plan.network = NetworkModel::uniform(10.0, 0.001);
   EXPECT_EQ(build_table(plan).lookup(Collective::allreduce, 64ull << 20), Algorithm::ring)
       << "for p = 4 the model calls the ring and halving-doubling a tie (within 5%) at 64 MiB";
-  // Measured: halving-doubling moves its bytes in half the modelled time.
+  // Measured: halving-doubling moves its bytes in half the modelled time; the ring takes its
+  // model's.
   const OpShape large{Collective::allreduce, 4, 16ull << 20, 4};
   const CostEstimate modelled = estimate_cost(large, Algorithm::halving_doubling, plan.network);
+  const CostEstimate ring = estimate_cost(large, Algorithm::ring, plan.network);
   const double measured = modelled.latency_us + modelled.transfer_us / 2;
   plan.calibration.push_back({Algorithm::halving_doubling, 64ull << 20, measured,
                               modelled.latency_us, modelled.transfer_us});
+  plan.calibration.push_back(
+      {Algorithm::ring, 64ull << 20, ring.time_us, ring.latency_us, ring.transfer_us});
   EXPECT_EQ(build_table(plan).lookup(Collective::allreduce, 64ull << 20),
             Algorithm::halving_doubling);
   EXPECT_DOUBLE_EQ(predicted_us(plan, large, Algorithm::halving_doubling), measured);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "collective/plan_choice.h"
 #include "net/message_stream.h"
 #include "proto/convert.h"
 
@@ -206,9 +207,105 @@ TEST(PlanBuilder, CalibrationTakesTheMedianOfTheSlowestRanksAndRefusesWhatWasNot
   EXPECT_NE(refused(report).find("a sample with 2 repetitions, not 3"), std::string::npos);
 }
 
+// Two algorithms calibrated at 4 MiB on p = 4, taking turns for 15 repetitions. Every rank reports
+// `ratio[i]` times the model choice's time for `contender` in repetition i, and each repetition is
+// slowed as a whole by `drift[i]` (another process on the host). The model choice takes half its
+// model's time: the algorithms not timed, priced at their model's, are slower.
+GroupPlan calibrated(Algorithm model_choice, Algorithm contender, const std::vector<double>& ratio,
+                     const std::vector<double>& drift) {
+  constexpr std::uint64_t kBytes = 4ull << 20;
+  GroupPlan plan = plan_from_reports(1, reports(4, 50.0, 0.001));
+  proto::CalibrationRequest request;
+  request.set_generation(1);
+  proto::CalibrationRequest::Size& size = *request.add_sizes();
+  size.set_bytes(kBytes);
+  size.set_repetitions(static_cast<int>(ratio.size()));
+  size.add_algorithms(to_proto(model_choice));
+  size.add_algorithms(to_proto(contender));
+  const double base_us =
+      estimate_cost({Collective::allreduce, 4, kBytes / 4, 4}, model_choice, plan.network).time_us /
+      2;
+  std::vector<proto::CalibrationReport> calibration(4);
+  for (int rank = 0; rank < 4; ++rank) {
+    calibration[rank].set_generation(1);
+    calibration[rank].set_rank(rank);
+    for (const Algorithm algorithm : {model_choice, contender}) {
+      proto::CalibrationSample& sample = *calibration[rank].add_samples();
+      sample.set_algorithm(to_proto(algorithm));
+      sample.set_bytes(kBytes);
+      for (std::size_t i = 0; i < ratio.size(); ++i) {
+        sample.add_repetition_us(base_us * drift[i] * (algorithm == contender ? ratio[i] : 1.0) *
+                                 (1.0 - 0.01 * rank));
+      }
+    }
+    EXPECT_TRUE(check_calibration_report(calibration[rank], request, rank).ok());
+  }
+  add_calibration(plan, calibration);
+  return plan;
+}
+
+const std::vector<double> kDrift = {1.0, 2.0, 0.7, 1.5, 1.0, 0.8, 1.9, 1.1,
+                                    0.6, 1.3, 1.0, 2.2, 0.9, 1.2, 1.0};
+
+// The model's order between the ring and the hypercube at 4 MiB is a matter of bytes: the
+// hypercube moves log₂p·n per rank, the ring 2n(p − 1)/p. A calibration that has the hypercube
+// faster by its median, but only in about half the repetitions, is noise and changes nothing;
+// one that has it faster in every repetition, through drift that doubles whole repetitions, is
+// evidence.
+TEST(PlanBuilder, NoiseDoesNotFlipABandwidthBoundChoiceAndAConsistentAdvantageDoes) {
+  constexpr std::uint64_t kBytes = 4ull << 20;
+  const Algorithm model_choice = choose_algorithm(plan_from_reports(1, reports(4, 50.0, 0.001)),
+                                                  {Collective::allreduce, 4, kBytes / 4, 4})
+                                     .algorithm;
+  ASSERT_NE(model_choice, Algorithm::hypercube);
+  // Sorted, the ratios' median is 0.9: by medians alone the hypercube is 10% faster.
+  const std::vector<double> noise = {0.80, 1.15, 0.85, 1.12, 0.88, 1.10, 0.90, 0.90,
+                                     1.20, 0.87, 1.18, 0.86, 1.16, 0.89, 1.14};
+  GroupPlan noisy = calibrated(model_choice, Algorithm::hypercube, noise, kDrift);
+  const OpShape shape{Collective::allreduce, 4, kBytes / 4, 4};
+  ASSERT_LT(predicted_range(noisy, shape, Algorithm::hypercube).median_us,
+            0.95 * predicted_range(noisy, shape, model_choice).median_us)
+      << "by medians, beyond the 5% tie";
+  const AlgorithmChoice kept = choose_algorithm(noisy, shape);
+  EXPECT_EQ(kept.algorithm, model_choice);
+  EXPECT_EQ(kept.basis, ChoiceBasis::model);
+  ASSERT_TRUE(kept.overruled.has_value());
+  EXPECT_EQ(*kept.overruled, Algorithm::hypercube) << "faster by its median, within the spread";
+  EXPECT_EQ(noisy.table.lookup(Collective::allreduce, kBytes), model_choice);
+
+  std::vector<double> consistent;
+  for (std::size_t i = 0; i < kDrift.size(); ++i) consistent.push_back(0.85 + 0.004 * (i % 5));
+  GroupPlan clear = calibrated(model_choice, Algorithm::hypercube, consistent, kDrift);
+  const AlgorithmChoice taken = choose_algorithm(clear, shape);
+  EXPECT_EQ(taken.algorithm, Algorithm::hypercube);
+  EXPECT_EQ(taken.basis, ChoiceBasis::measured);
+  EXPECT_EQ(clear.table.lookup(Collective::allreduce, kBytes), Algorithm::hypercube);
+  EXPECT_NE(explain(taken).find("measured: hypercube"), std::string::npos) << explain(taken);
+}
+
+// What slowed a whole repetition slowed every algorithm in it: it is taken out of the quartiles.
+TEST(PlanBuilder, DriftThatHitsEveryAlgorithmOfARepetitionIsNoSpread) {
+  const std::vector<double> ratio(kDrift.size(), 0.9);
+  const GroupPlan plan = calibrated(Algorithm::ring, Algorithm::tree, ratio, kDrift);
+  ASSERT_EQ(plan.calibration.size(), 2u);
+  for (const CalibrationSample& sample : plan.calibration) {
+    EXPECT_EQ(sample.repetitions, 15);
+    EXPECT_NEAR(sample.high_us / sample.low_us, 1.0, 1e-9) << name(sample.algorithm);
+    EXPECT_LE(sample.low_us, sample.measured_us);
+    EXPECT_GE(sample.high_us, sample.measured_us);
+  }
+  const auto measured = [&plan](Algorithm algorithm) {
+    for (const CalibrationSample& sample : plan.calibration) {
+      if (sample.algorithm == algorithm) return sample.measured_us;
+    }
+    return 0.0;
+  };
+  EXPECT_NEAR(measured(Algorithm::tree) / measured(Algorithm::ring), 0.9, 1e-9);
+}
+
 TEST(PlanBuilder, APlanSurvivesProtobufAndABrokenOneIsRefused) {
   GroupPlan plan = plan_from_reports(7, reports(3, 10.0, 0.001, 0, 2));
-  plan.calibration.push_back({Algorithm::tree, 4096, 80.0, 30.0, 10.0});
+  plan.calibration.push_back({Algorithm::tree, 4096, 80.0, 30.0, 10.0, 70.0, 95.0, 7});
   plan.table = build_table(plan);
   proto::GroupPlan message;
   to_proto(plan, message);
@@ -231,6 +328,13 @@ TEST(PlanBuilder, APlanSurvivesProtobufAndABrokenOneIsRefused) {
   proto::GroupPlan empty_sample = message;
   empty_sample.mutable_calibration(0)->set_bytes(0);
   EXPECT_EQ(from_proto(empty_sample, back).code(), ErrorCode::protocol_error);
+  proto::GroupPlan negative_quartile = message;
+  negative_quartile.mutable_calibration(0)->set_low_us(-1.0);
+  EXPECT_NE(from_proto(negative_quartile, back).message().find("time or count that is not >= 0"),
+            std::string::npos);
+  proto::GroupPlan negative_count = message;
+  negative_count.mutable_calibration(0)->set_repetitions(-2);
+  EXPECT_EQ(from_proto(negative_count, back).code(), ErrorCode::protocol_error);
   proto::GroupPlan stray = message;
   stray.mutable_links(0)->set_from_rank(3);
   EXPECT_NE(from_proto(stray, back).message().find("a link from rank 3"), std::string::npos);

@@ -1,0 +1,148 @@
+#include "collective/plan_choice.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "collective/algorithms.h"
+
+namespace gradsync {
+
+namespace {
+
+// Candidates priced at `time_us` of their ranges, with the model's tie-breaker as cheapest() wants.
+std::vector<Candidate> priced(const std::vector<Candidate>& tie_breakers,
+                              const std::vector<PredictedRange>& ranges,
+                              double PredictedRange::*time_us) {
+  std::vector<Candidate> candidates = tie_breakers;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    candidates[i].cost = CostEstimate{};
+    candidates[i].cost.time_us = ranges[i].*time_us;
+  }
+  return candidates;
+}
+
+std::string milliseconds(double time_us) {
+  char text[32];
+  std::snprintf(text, sizeof text, time_us >= 1000 ? "%.2f ms" : "%.0f us",
+                time_us >= 1000 ? time_us / 1000 : time_us);
+  return text;
+}
+
+std::string range_text(const PredictedRange& range) {
+  if (range.low_us == range.high_us) return milliseconds(range.median_us);
+  return milliseconds(range.median_us) + " (quartiles " + milliseconds(range.low_us) + " - " +
+         milliseconds(range.high_us) + ")";
+}
+
+// The range where the model says `modelled_us` (only all-reduce is calibrated).
+PredictedRange calibrated_range(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm,
+                                double modelled_us) {
+  if (shape.collective != Collective::allreduce) return {modelled_us, modelled_us, modelled_us};
+  const std::uint64_t bytes = shape.count * shape.element_size;
+  return {calibrated_us(plan.calibration, algorithm, bytes, modelled_us, Quartile::low),
+          calibrated_us(plan.calibration, algorithm, bytes, modelled_us, Quartile::median),
+          calibrated_us(plan.calibration, algorithm, bytes, modelled_us, Quartile::high)};
+}
+
+}  // namespace
+
+PredictedRange predicted_range(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm) {
+  return calibrated_range(plan, shape, algorithm,
+                          estimate_cost(shape, algorithm, plan.network).time_us);
+}
+
+AlgorithmChoice choose_algorithm(const GroupPlan& plan, const OpShape& shape) {
+  // Each estimate once: at p = 1024 an estimate builds a thousand schedules.
+  const std::vector<Candidate> model = estimate_candidates(
+      shape,
+      [&plan](const OpShape& op, Algorithm algorithm) {
+        return estimate_cost(op, algorithm, plan.network).time_us;
+      },
+      plan.network);
+  std::vector<PredictedRange> ranges;
+  for (const Candidate& candidate : model) {
+    ranges.push_back(calibrated_range(plan, shape, candidate.algorithm, candidate.cost.time_us));
+  }
+  const auto index_of = [&model](Algorithm algorithm) {
+    std::size_t i = 0;
+    while (model[i].algorithm != algorithm) ++i;
+    return i;
+  };
+  AlgorithmChoice choice;
+  if (shape.collective != Collective::allreduce || plan.calibration.empty()) {
+    // Nothing measured: the model alone, link by link.
+    choice.algorithm = choice.model_choice = cheapest(model);
+    choice.predicted = choice.model_predicted = ranges[index_of(choice.algorithm)];
+    return choice;
+  }
+  // Against measurements, the model of the slowest link (cost_model.h: links probed one at a time
+  // are not the links of a busy op).
+  std::vector<PredictedRange> slowest_link;
+  for (const Candidate& candidate : model) {
+    slowest_link.push_back({candidate.modelled_us, candidate.modelled_us, candidate.modelled_us});
+  }
+  choice.model_choice = cheapest(priced(model, slowest_link, &PredictedRange::median_us));
+  const PredictedRange& model_range = ranges[index_of(choice.model_choice)];
+  choice.model_predicted = model_range;
+  choice.algorithm = choice.model_choice;
+  choice.predicted = model_range;
+  const Algorithm fastest = cheapest(priced(model, ranges, &PredictedRange::median_us));
+  if (fastest == choice.model_choice) return choice;
+  // Of the algorithms clear of the model's choice, the fastest. Only measured times count as
+  // evidence: beyond the largest size an algorithm was timed at, its prediction is an
+  // extrapolation whose spread nobody measured (on loopback p = 8 the tree's, from 1 MiB, put it
+  // 1.6x too fast at 4 MiB, and beyond).
+  const std::uint64_t bytes = shape.count * shape.element_size;
+  const auto timed_at_or_beyond = [&plan, bytes](Algorithm algorithm) {
+    for (const CalibrationSample& sample : plan.calibration) {
+      if (sample.algorithm == algorithm && sample.bytes >= bytes) return true;
+    }
+    return false;
+  };
+  if (!timed_at_or_beyond(choice.model_choice)) {
+    choice.overruled = fastest;
+    choice.overruled_predicted = ranges[index_of(fastest)];
+    choice.beyond_timed_sizes = true;
+    return choice;
+  }
+  std::vector<Candidate> clear;
+  std::vector<PredictedRange> clear_ranges;
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    if (ranges[i].high_us < model_range.low_us && timed_at_or_beyond(model[i].algorithm)) {
+      clear.push_back(model[i]);
+      clear_ranges.push_back(ranges[i]);
+    }
+  }
+  if (clear.empty()) {
+    choice.overruled = fastest;
+    choice.overruled_predicted = ranges[index_of(fastest)];
+    choice.beyond_timed_sizes = !timed_at_or_beyond(fastest);
+    return choice;
+  }
+  choice.algorithm = cheapest(priced(clear, clear_ranges, &PredictedRange::median_us));
+  choice.basis = ChoiceBasis::measured;
+  choice.predicted = ranges[index_of(choice.algorithm)];
+  return choice;
+}
+
+std::string explain(const AlgorithmChoice& choice) {
+  const std::string chosen =
+      std::string(name(choice.algorithm)) + " " + range_text(choice.predicted);
+  if (choice.basis == ChoiceBasis::measured) {
+    return "measured: " + chosen + " is clear of the model's choice, " +
+           std::string(name(choice.model_choice)) + " " + range_text(choice.model_predicted);
+  }
+  if (!choice.overruled) return "model: " + chosen;
+  return "model: " + chosen + "; " + std::string(name(*choice.overruled)) + " " +
+         range_text(choice.overruled_predicted) +
+         (choice.beyond_timed_sizes ? " predicted faster, beyond the sizes timed"
+                                    : " measured faster, within the spread");
+}
+
+AlgorithmTable build_table(const GroupPlan& plan) {
+  return AlgorithmTable::build(plan.world_size, [&plan](const OpShape& shape) {
+    return choose_algorithm(plan, shape).algorithm;
+  });
+}
+
+}  // namespace gradsync

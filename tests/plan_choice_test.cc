@@ -1,0 +1,105 @@
+// How auto chooses from a plan (collective/plan_choice.h): the model's order unless a measurement
+// is clear of it, never on an extrapolation, and the explanation `gradsync plan` prints.
+#include "collective/plan_choice.h"
+
+#include <gtest/gtest.h>
+
+namespace gradsync {
+namespace {
+
+constexpr int kRanks = 4;
+
+GroupPlan model_plan() {
+  GroupPlan plan;
+  plan.world_size = kRanks;
+  plan.network = NetworkModel::uniform(10.0, 0.001);
+  return plan;
+}
+
+OpShape allreduce(std::uint64_t bytes) { return {Collective::allreduce, kRanks, bytes / 4, 4}; }
+
+// A sample of `algorithm` at `bytes` measured at `factor` times its model, with quartiles
+// `spread` below and above.
+CalibrationSample sample(const GroupPlan& plan, Algorithm algorithm, std::uint64_t bytes,
+                         double factor, double spread) {
+  const CostEstimate modelled = estimate_cost(allreduce(bytes), algorithm, plan.network);
+  const double measured = modelled.time_us * factor;
+  return {algorithm,
+          bytes,
+          measured,
+          modelled.latency_us,
+          modelled.transfer_us,
+          measured * (1 - spread),
+          measured * (1 + spread),
+          9};
+}
+
+TEST(PlanChoice, WithoutMeasurementsTheModelDecides) {
+  const GroupPlan plan = model_plan();
+  const AlgorithmChoice choice = choose_algorithm(plan, allreduce(64ull << 20));
+  EXPECT_EQ(choice.basis, ChoiceBasis::model);
+  EXPECT_EQ(choice.algorithm, choice.model_choice);
+  EXPECT_FALSE(choice.overruled.has_value());
+  EXPECT_EQ(explain(choice).rfind("model: ", 0), 0u) << explain(choice);
+}
+
+TEST(PlanChoice, AMeasurementWinsOnlyWhereItsQuartilesPartFromTheModelChoices) {
+  GroupPlan plan = model_plan();
+  constexpr std::uint64_t kBytes = 1 << 20;
+  const Algorithm model_choice = choose_algorithm(plan, allreduce(kBytes)).algorithm;
+  ASSERT_EQ(model_choice, Algorithm::ring);
+  // Halving-doubling measured at 0.85 of the ring's time, both with quartiles 5% either side:
+  // 0.8925 < 0.95, clear.
+  const double ring_us = estimate_cost(allreduce(kBytes), Algorithm::ring, plan.network).time_us;
+  const double halving_us =
+      estimate_cost(allreduce(kBytes), Algorithm::halving_doubling, plan.network).time_us;
+  plan.calibration = {
+      sample(plan, Algorithm::ring, kBytes, 1.0, 0.05),
+      sample(plan, Algorithm::halving_doubling, kBytes, 0.85 * ring_us / halving_us, 0.05)};
+  AlgorithmChoice choice = choose_algorithm(plan, allreduce(kBytes));
+  EXPECT_EQ(choice.algorithm, Algorithm::halving_doubling);
+  EXPECT_EQ(choice.basis, ChoiceBasis::measured);
+  EXPECT_NE(explain(choice).find("is clear of the model's choice, ring"), std::string::npos)
+      << explain(choice);
+  // The same medians with quartiles 10% either side overlap (0.935 > 0.9): the model's.
+  plan.calibration = {
+      sample(plan, Algorithm::ring, kBytes, 1.0, 0.10),
+      sample(plan, Algorithm::halving_doubling, kBytes, 0.85 * ring_us / halving_us, 0.10)};
+  choice = choose_algorithm(plan, allreduce(kBytes));
+  EXPECT_EQ(choice.algorithm, Algorithm::ring);
+  EXPECT_EQ(choice.basis, ChoiceBasis::model);
+  EXPECT_NE(explain(choice).find("halving_doubling"), std::string::npos);
+  EXPECT_NE(explain(choice).find("within the spread"), std::string::npos) << explain(choice);
+  EXPECT_EQ(build_table(plan).lookup(Collective::allreduce, kBytes), Algorithm::ring);
+}
+
+TEST(PlanChoice, AnExtrapolationIsNoEvidence) {
+  GroupPlan plan = model_plan();
+  // The tree measured at a fifth of its model at 1 MiB, the ring at three times its model at 1 and
+  // 4 MiB: the tree's extrapolation is faster at 4 MiB too.
+  plan.calibration = {sample(plan, Algorithm::tree, 1 << 20, 0.2, 0.01),
+                      sample(plan, Algorithm::ring, 1 << 20, 3.0, 0.01),
+                      sample(plan, Algorithm::ring, 4 << 20, 3.0, 0.01)};
+  ASSERT_LT(predicted_range(plan, allreduce(4 << 20), Algorithm::tree).high_us,
+            predicted_range(plan, allreduce(4 << 20), Algorithm::ring).low_us)
+      << "the tree's extrapolation";
+  EXPECT_EQ(choose_algorithm(plan, allreduce(1 << 20)).algorithm, Algorithm::tree);
+  const AlgorithmChoice beyond = choose_algorithm(plan, allreduce(4 << 20));
+  EXPECT_EQ(beyond.algorithm, Algorithm::ring);
+  EXPECT_NE(explain(beyond).find("beyond the sizes timed"), std::string::npos) << explain(beyond);
+}
+
+TEST(PlanChoice, BeyondTheLargestSizeTheQuartilesKeepTheirDistanceFromTheMedian) {
+  const GroupPlan plan = [] {
+    GroupPlan result = model_plan();
+    result.calibration = {sample(result, Algorithm::ring, 64 << 10, 1.0, 0.3),
+                          sample(result, Algorithm::ring, 1 << 20, 1.0, 0.02)};
+    return result;
+  }();
+  const PredictedRange range = predicted_range(plan, allreduce(64ull << 20), Algorithm::ring);
+  EXPECT_NEAR(range.low_us / range.median_us, 0.98, 1e-9);
+  EXPECT_NEAR(range.high_us / range.median_us, 1.02, 1e-9);
+}
+
+}  // namespace
+}  // namespace gradsync
