@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cli/bench_report.h"
@@ -81,8 +83,8 @@ class Bench {
     std::vector<std::vector<int>> wrong(local, std::vector<int>(kinds, 0));
     std::vector<std::string> errors(local);
     std::vector<std::byte> expected = reference(count, p);
-    std::vector<Algorithm> used(kinds);
-    for (std::size_t k = 0; k < kinds; ++k) used[k] = algorithms[k].value_or(Algorithm::ring);
+    // What rank 0's ops of each row ran: auto's may vary, as the table explores and refines.
+    std::vector<std::map<Algorithm, int>> used(kinds);
     const int timed = timed_iterations(bytes, options_.iters, options_.small_iters);
     std::vector<std::thread> threads;
     for (int i = 0; i < local; ++i) {
@@ -125,7 +127,7 @@ class Bench {
               Handle handle = client.allreduce_async(data, count, type_, op_options);
               handle.wait();
               const auto stop = std::chrono::steady_clock::now();
-              if (i == 0) used[k] = handle.algorithm();
+              if (i == 0) ++used[k][handle.algorithm()];
               if (iteration < options_.warmup) continue;
               times[i][k].push_back(
                   std::chrono::duration<double, std::micro>(stop - start).count());
@@ -145,6 +147,12 @@ class Bench {
     }
     std::vector<BenchRow> rows;
     for (std::size_t k = 0; k < kinds; ++k) {
+      // The algorithm most of the row's ops ran.
+      Algorithm ran = algorithms[k].value_or(Algorithm::ring);
+      int most = 0;
+      for (const auto& [algorithm, ops] : used[k]) {
+        if (ops > most) std::tie(ran, most) = std::pair{algorithm, ops};
+      }
       std::vector<double> slowest(times[0][k].size(), 0.0);
       for (const auto& rank_times : times) {
         for (std::size_t n = 0; n < slowest.size(); ++n) {
@@ -153,11 +161,11 @@ class Bench {
       }
       BenchRow row = make_row(
           count * size, count,
-          algorithms[k] ? std::string(name(*algorithms[k])) : "auto:" + std::string(name(used[k])),
+          algorithms[k] ? std::string(name(*algorithms[k])) : "auto:" + std::string(name(ran)),
           median(slowest), p);
       // The model prices the bytes that cross the network.
       const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
-      row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, wire_size}, used[k]);
+      row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, wire_size}, ran);
       row.iterations = static_cast<int>(slowest.size());
       for (const auto& rank_wrong : wrong) row.wrong += rank_wrong[k];
       rows.push_back(std::move(row));

@@ -109,6 +109,17 @@ void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
                 static_cast<unsigned long long>(threshold.min_bytes),
                 std::string(name(threshold.algorithm)).c_str(), why(plan, threshold).c_str());
   }
+  std::printf("\ntable version %llu", static_cast<unsigned long long>(plan.table_version));
+  std::printf(plan.history.empty() ? ", as the group formed\n" : "; its changes:\n");
+  for (const TableChange& change : plan.history) {
+    std::printf("  version %llu from op %llu: %s\n",
+                static_cast<unsigned long long>(change.version),
+                static_cast<unsigned long long>(change.from_op), change.why.c_str());
+  }
+  for (const TableTrial& trial : plan.trials) {
+    std::printf("  exploring: %s for all-reduce of %llu B and up to twice that, 1 op in %d\n",
+                std::string(name(trial.algorithm)).c_str(), 1ull << trial.size_log2, trial.every);
+  }
   std::printf(
       "\npredicted all-reduce time in us (f32): the calibrated measurements, the model beyond "
       "them; * marks what auto runs\n");
@@ -145,6 +156,17 @@ nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<Predic
                            {"high_us", sample.high_us},
                            {"repetitions", sample.repetitions}});
   }
+  nlohmann::ordered_json history = nlohmann::ordered_json::array();
+  for (const TableChange& change : plan.history) {
+    history.push_back(
+        {{"version", change.version}, {"from_op", change.from_op}, {"why", change.why}});
+  }
+  nlohmann::ordered_json trials = nlohmann::ordered_json::array();
+  for (const TableTrial& trial : plan.trials) {
+    trials.push_back({{"algorithm", name(trial.algorithm)},
+                      {"min_bytes", 1ull << trial.size_log2},
+                      {"every", trial.every}});
+  }
   return {{"generation", plan.generation},
           {"world_size", plan.world_size},
           {"measured", plan.measured},
@@ -154,6 +176,9 @@ nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<Predic
           {"gamma_us_per_byte", plan.gamma_us_per_byte},
           {"calibration", calibration},
           {"table", table},
+          {"table_version", plan.table_version},
+          {"history", history},
+          {"trials", trials},
           {"predictions", prediction_json(rows)}};
 }
 

@@ -1,5 +1,7 @@
 #include "collective/algorithm_table.h"
 
+#include <limits>
+
 #include "collective/algorithms.h"
 
 namespace gradsync {
@@ -35,6 +37,33 @@ Algorithm AlgorithmTable::lookup(Collective collective, std::uint64_t bytes) con
     if (threshold.collective == collective && threshold.min_bytes <= bytes) match = &threshold;
   }
   return match != nullptr ? match->algorithm : algorithms_for(collective).front();
+}
+
+AlgorithmTable AlgorithmTable::with(Collective collective, std::uint64_t from_bytes,
+                                    std::uint64_t until_bytes, Algorithm algorithm) const {
+  std::set<std::uint64_t> points = {0, from_bytes};
+  if (until_bytes != std::numeric_limits<std::uint64_t>::max()) points.insert(until_bytes);
+  for (const Threshold& threshold : thresholds_) {
+    if (threshold.collective == collective) points.insert(threshold.min_bytes);
+  }
+  std::vector<Threshold> thresholds;
+  for (Collective each : kAllCollectives) {
+    if (each != collective) {
+      for (const Threshold& threshold : thresholds_) {
+        if (threshold.collective == each) thresholds.push_back(threshold);
+      }
+      continue;
+    }
+    for (const std::uint64_t point : points) {
+      const Algorithm chosen =
+          point >= from_bytes && point < until_bytes ? algorithm : lookup(collective, point);
+      if (thresholds.empty() || thresholds.back().collective != collective ||
+          thresholds.back().algorithm != chosen) {
+        thresholds.push_back({collective, point, chosen});
+      }
+    }
+  }
+  return AlgorithmTable(std::move(thresholds));
 }
 
 std::string AlgorithmTable::describe() const {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ class AlgorithmTable {
   static AlgorithmTable build(int world_size, const Chooser& choose);
 
   Algorithm lookup(Collective collective, std::uint64_t bytes) const;
+  // This table, but with `algorithm` for `collective` from `from_bytes` up to `until_bytes`
+  // (the largest std::uint64_t: on and on).
+  AlgorithmTable with(Collective collective, std::uint64_t from_bytes, std::uint64_t until_bytes,
+                      Algorithm algorithm) const;
   const std::vector<Threshold>& thresholds() const { return thresholds_; }
   // One line per threshold, for the log: "allreduce >= 4 B: hypercube".
   std::string describe() const;

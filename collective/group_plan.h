@@ -15,6 +15,26 @@ namespace gradsync {
 
 // No group is larger (gradsyncd coordinator --world-size).
 inline constexpr int kMaxWorldSize = 1024;
+// A trial runs at least one op in this many; a plan keeps at most this many table changes.
+inline constexpr int kMaxTrialEvery = 1'000'000;
+inline constexpr int kMaxTableHistory = 64;
+
+// An exploration of the refined table: one all-reduce in `every` of 2^size_log2 up to
+// 2^(size_log2 + 1) bytes runs `algorithm` (plan_choice.h picks which, by the op's id).
+struct TableTrial {
+  int size_log2 = 0;
+  Algorithm algorithm = Algorithm::ring;
+  int every = 0;
+  friend bool operator==(const TableTrial&, const TableTrial&) = default;
+};
+
+// A change of the table refined from real ops: version `version` from op `from_op` on.
+struct TableChange {
+  std::uint64_t version = 0;
+  std::uint64_t from_op = 0;
+  std::string why;
+  friend bool operator==(const TableChange&, const TableChange&) = default;
+};
 
 struct GroupPlan {
   std::uint64_t generation = 0;
@@ -28,6 +48,9 @@ struct GroupPlan {
   std::vector<CalibrationSample> calibration;  // all-reduce, by algorithm and size
   double calibration_ms = 0;                   // how long the slowest rank's calibration took
   AlgorithmTable table;
+  std::uint64_t table_version = 1;  // one more for every change refined from real ops
+  std::vector<TableTrial> trials;
+  std::vector<TableChange> history;  // oldest first
 
   friend bool operator==(const GroupPlan&, const GroupPlan&) = default;
 };

@@ -145,4 +145,32 @@ AlgorithmTable build_table(const GroupPlan& plan) {
   });
 }
 
+int size_log2(std::uint64_t bytes) {
+  int log2 = 0;
+  while (bytes > 1) {
+    bytes >>= 1;
+    ++log2;
+  }
+  return log2;
+}
+
+Algorithm algorithm_for_op(const GroupPlan& plan, Collective collective, std::uint64_t bytes,
+                           std::uint64_t op_id) {
+  if (collective == Collective::allreduce && !plan.trials.empty()) {
+    const int bucket = size_log2(bytes);
+    std::uint64_t salt = 0;
+    for (const TableTrial& trial : plan.trials) {
+      ++salt;
+      if (trial.size_log2 != bucket) continue;
+      // splitmix64: op ids are consecutive, and a training step's ops repeat with its period.
+      std::uint64_t mixed = op_id * 0x9e3779b97f4a7c15ull + salt;
+      mixed = (mixed ^ (mixed >> 30)) * 0xbf58476d1ce4e5b9ull;
+      mixed = (mixed ^ (mixed >> 27)) * 0x94d049bb133111ebull;
+      mixed ^= mixed >> 31;
+      if (mixed % static_cast<std::uint64_t>(trial.every) == 0) return trial.algorithm;
+    }
+  }
+  return plan.table.lookup(collective, bytes);
+}
+
 }  // namespace gradsync

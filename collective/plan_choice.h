@@ -56,4 +56,13 @@ std::string explain(const AlgorithmChoice& choice);
 // The algorithm table of choose_algorithm() (algorithm_table.h).
 AlgorithmTable build_table(const GroupPlan& plan);
 
+// The size bucket of `bytes`: floor(log2(bytes)), 0 for 0 and 1.
+int size_log2(std::uint64_t bytes);
+
+// What auto runs for op `op_id` of `collective` with `bytes` on the wire: the plan's table, or a
+// trial of the plan (one op in its `every`, picked by a hash of the op id, which every rank of the
+// generation shares, so every rank picks the same).
+Algorithm algorithm_for_op(const GroupPlan& plan, Collective collective, std::uint64_t bytes,
+                           std::uint64_t op_id);
+
 }  // namespace gradsync

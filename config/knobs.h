@@ -100,6 +100,16 @@ inline constexpr Knob<int> kCalibrationMs{
     "Time (by the measured model) that timing real all-reduce ops may take when the group forms; "
     "0: the table comes from the model alone",
     kCoordinator};
+inline constexpr Knob<int> kExploreEvery{
+    "--explore-every",
+    "GRADSYNC_EXPLORE_EVERY",
+    50,
+    0,
+    1'000'000,
+    "Run one all-reduce in this many of a size with a close contender of the table's algorithm, so "
+    "that the table learns from real ops (one in a fifth as many where the contender is predicted "
+    "faster); 0: never",
+    kCoordinator};
 
 // A knob whose value is a path; empty: not given.
 struct PathKnob {

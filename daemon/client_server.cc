@@ -342,6 +342,8 @@ ClientServer::~ClientServer() { state_->stop(); }
 
 void ClientServer::generation_ended() { state_->between_generations = true; }
 
+void ClientServer::new_plan(proto::GroupPlan plan) { state_->plan = std::move(plan); }
+
 void ClientServer::new_generation(proto::DaemonHello hello, proto::GroupPlan plan) {
   state_->hello = std::move(hello);
   state_->plan = std::move(plan);

@@ -51,6 +51,8 @@ class ClientServer {
   void generation_ended();
   // The group's next generation, with this rank's new hello and plan. On the op thread.
   void new_generation(proto::DaemonHello hello, proto::GroupPlan plan);
+  // The generation's plan has a new table version. On the op thread.
+  void new_plan(proto::GroupPlan plan);
 
  private:
   struct State;

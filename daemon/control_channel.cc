@@ -26,7 +26,8 @@ constexpr auto kSendTimeout = std::chrono::seconds(5);
 
 struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop> {
   Loop(asio::io_context& io, net::UniqueFd fd, std::chrono::milliseconds heartbeat_interval,
-       engine::AbortSignal& abort_signal, std::function<void()> lost_callback, OnLoss on_loss)
+       engine::AbortSignal& abort_signal, std::function<void()> lost_callback, OnLoss on_loss,
+       TableHandler table_handler)
       : socket(io),
         reader(fd.get()),
         heartbeat_timer(io),
@@ -39,7 +40,8 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
         interval(heartbeat_interval),
         abort(abort_signal),
         on_lost(std::move(lost_callback)),
-        keeps_generation(on_loss == OnLoss::keep_generation) {
+        keeps_generation(on_loss == OnLoss::keep_generation),
+        on_table(std::move(table_handler)) {
     const bool v6 = net::is_ipv6_socket(fd.get());
     socket.assign(v6 ? tcp::v6() : tcp::v4(), fd.release());
     heartbeat.mutable_heartbeat();
@@ -71,6 +73,10 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
         // A group that is still forming waits for nothing more either.
         spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
         lose(from_proto(message.abort().reason()), true);
+        continue;
+      }
+      if (message.has_table_proposal() || message.has_table_switch()) {
+        on_table(message);
         continue;
       }
       if (message.has_assignment()) {
@@ -137,6 +143,7 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   engine::AbortSignal& abort;
   const std::function<void()> on_lost;
   std::atomic<bool> keeps_generation;
+  const TableHandler on_table;
 
   // Shared with the worker's thread.
   std::atomic<std::chrono::steady_clock::duration> last_sent{
@@ -156,9 +163,9 @@ Status ControlChannel::state(std::chrono::steady_clock::duration& heartbeat_age)
 ControlChannel::ControlChannel(asio::io_context& io, net::UniqueFd socket,
                                std::chrono::milliseconds heartbeat_interval,
                                engine::AbortSignal& abort, std::function<void()> lost,
-                               OnLoss on_loss)
+                               OnLoss on_loss, TableHandler table)
     : loop_(std::make_shared<Loop>(io, std::move(socket), heartbeat_interval, abort,
-                                   std::move(lost), on_loss)) {
+                                   std::move(lost), on_loss, std::move(table))) {
   asio::post(io, [loop = loop_] { loop->start(); });
 }
 

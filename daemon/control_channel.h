@@ -32,10 +32,12 @@ class ControlChannel {
 
   // Starts reading and beating on `io` at once; `io` must outlive the channel's use. When the
   // coordinator ends the generation, or is lost under OnLoss::end_generation, `abort` is raised;
-  // either way `lost` is called, once, on `io`'s thread.
+  // either way `lost` is called, once, on `io`'s thread. A new table version's messages (a
+  // proposal, a switch) go to `table`, on `io`'s thread, as they come.
+  using TableHandler = std::function<void(const proto::CoordinatorToWorker& message)>;
   ControlChannel(asio::io_context& io, net::UniqueFd socket,
                  std::chrono::milliseconds heartbeat_interval, engine::AbortSignal& abort,
-                 std::function<void()> lost, OnLoss on_loss);
+                 std::function<void()> lost, OnLoss on_loss, TableHandler table);
   ~ControlChannel();
 
   // From any thread: the generation runs from now on (OnLoss::keep_generation).

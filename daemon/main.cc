@@ -5,9 +5,11 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "collective/algorithms.h"
 #include "collective/group_plan.h"
 #include "config/cli_knobs.h"
 #include "daemon/coordinator.h"
@@ -27,6 +29,25 @@ gradsync::net::HostPort parse_address(const std::string& flag, const std::string
     throw CLI::ValidationError(flag, status.message());
   }
   return address;
+}
+
+// --start-allreduce ALGORITHM:BYTES
+gradsync::daemon::StartAllreduce parse_start_allreduce(const std::string& text) {
+  const auto colon = text.find(':');
+  const auto algorithm = gradsync::parse_algorithm(std::string_view(text).substr(0, colon));
+  std::uint64_t bytes = 0;
+  const char* digits = colon == std::string::npos ? nullptr : text.c_str() + colon + 1;
+  char* end = nullptr;
+  if (digits != nullptr && *digits >= '0' && *digits <= '9')
+    bytes = std::strtoull(digits, &end, 10);
+  if (!algorithm || !gradsync::supports(gradsync::Collective::allreduce, *algorithm) ||
+      end == nullptr || *end != '\0' || bytes >= (1ull << 62)) {
+    throw CLI::ValidationError("--start-allreduce",
+                               "'" + text +
+                                   "' is not ALGORITHM:BYTES with an all-reduce algorithm and a "
+                                   "byte count below 2^62");
+  }
+  return {*algorithm, bytes};
 }
 
 void bind_to_cpus(const std::string& flag, const std::string& text) {
@@ -137,6 +158,14 @@ int main(int argc, char** argv) {
       "join)";
   coordinator->add_flag("--insecure", insecure, insecure_help)->envname("GRADSYNC_INSECURE");
   add_knob(*coordinator, knobs::kCalibrationMs, calibration_ms);
+  int explore_every = 0;
+  add_knob(*coordinator, knobs::kExploreEvery, explore_every);
+  std::string start_allreduce;
+  coordinator
+      ->add_option("--start-allreduce", start_allreduce,
+                   "ALGORITHM:BYTES: the first table runs ALGORITHM for all-reduce from BYTES on, "
+                   "whatever it measured (to watch the table correct itself)")
+      ->envname("GRADSYNC_START_ALLREDUCE");
 
   std::string coordinator_address;
   std::string advertise;
@@ -208,6 +237,10 @@ int main(int argc, char** argv) {
       config.membership.min_workers = min_workers;
       config.membership.heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
       config.membership.calibration_budget = std::chrono::milliseconds(calibration_ms);
+      config.membership.explore_every = explore_every;
+      if (!start_allreduce.empty()) {
+        config.membership.start_allreduce = parse_start_allreduce(start_allreduce);
+      }
       if (alpha_option->count() > 0) {
         config.membership.network = gradsync::NetworkModel::uniform(alpha_us, beta_us_per_byte);
       }

@@ -3,9 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string>
 
 #include "daemon/join_proofs.h"
 #include "daemon/plan_builder.h"
+#include "daemon/table_gate.h"
 #include "net/socket.h"
 #include "proto/convert.h"
 
@@ -299,6 +301,8 @@ Status Membership::take(const Connection& connection, const proto::WorkerToCoord
   if (message.has_calibration_report()) {
     return take_calibration_report(connection, message.calibration_report());
   }
+  if (message.has_op_times()) return take_op_times(connection, message.op_times());
+  if (message.has_table_ready()) return take_table_ready(connection, message.table_ready());
   return protocol_error(message.has_join() ? "a second join request"
                                            : "a message other than a heartbeat");
 }
@@ -440,6 +444,15 @@ void Membership::send_assignments(const google::protobuf::RepeatedPtrField<proto
 
 void Membership::publish() {
   stage_ = Stage::published;
+  if (config_.start_allreduce && plan_.history.empty()) {
+    const StartAllreduce& start = *config_.start_allreduce;
+    plan_.table = plan_.table.with(Collective::allreduce, start.from_bytes, ~0ull, start.algorithm);
+    plan_.history.push_back({plan_.table_version, 0,
+                             "--start-allreduce: " + std::string(name(start.algorithm)) + " from " +
+                                 std::to_string(start.from_bytes) + " B"});
+  }
+  refiner_.emplace(plan_, config_.explore_every);
+  proposed_.reset();
   if (plan_.measured) {
     measured_plan_ = plan_;
     measured_addresses_.clear();
@@ -456,6 +469,56 @@ void Membership::publish() {
   proto::CoordinatorToWorker message;
   to_proto(plan_, *message.mutable_plan());
   send_to_members(message);
+}
+
+Status Membership::take_op_times(const Connection& member, const proto::OpTimesReport& report) {
+  // An adopted generation runs a table this coordinator does not know: it is not refined.
+  if (stage_ != Stage::published || !refiner_) return {};
+  if (Status status = refiner_->take(member.rank, report); !status.ok()) return status;
+  propose_table();
+  return {};
+}
+
+void Membership::propose_table() {
+  if (proposed_) return;
+  proposed_ = refiner_->next();
+  if (!proposed_) return;
+  ready_.assign(by_rank_.size(), std::nullopt);
+  proto::CoordinatorToWorker message;
+  message.mutable_table_proposal()->set_generation(generation_);
+  message.mutable_table_proposal()->set_version(proposed_->table_version);
+  send_to_members(message);
+}
+
+Status Membership::take_table_ready(const Connection& member, const proto::TableReady& ready) {
+  if (stage_ != Stage::published || !proposed_ || ready.generation() != generation_ ||
+      ready.version() != proposed_->table_version || ready_[member.rank]) {
+    return protocol_error("an answer to a table version the coordinator did not propose");
+  }
+  ready_[member.rank] = ready.next_op();
+  std::uint64_t from_op = 0;
+  for (const auto& next_op : ready_) {
+    if (!next_op) return {};
+    from_op = std::max(from_op, *next_op);
+  }
+  // Past every rank's promise: none has started an op there, or will before it hears this; and
+  // past the last version's, which a rank may not have reached yet.
+  from_op = std::max(from_op + kTableLead, last_from_op_ + 1);
+  last_from_op_ = from_op;
+  GroupPlan plan = std::move(*proposed_);
+  proposed_.reset();
+  plan.history.back().from_op = from_op;
+  spdlog::info("coordinator: generation {} runs table version {} from op {}: {}", generation_,
+               plan.table_version, from_op, plan.history.back().why);
+  proto::CoordinatorToWorker message;
+  message.mutable_table_switch()->set_from_op(from_op);
+  to_proto(plan, *message.mutable_table_switch()->mutable_plan());
+  send_to_members(message);
+  refiner_->switched(plan);
+  if (plan_.measured) measured_plan_ = plan;
+  plan_ = std::move(plan);
+  propose_table();
+  return {};
 }
 
 void Membership::send_to_members(const proto::CoordinatorToWorker& message) {
@@ -521,6 +584,9 @@ void Membership::end_generation(const Status& why, const std::vector<int>& lost_
   by_rank_.clear();
   probe_reports_.clear();
   calibration_reports_.clear();
+  refiner_.reset();
+  proposed_.reset();
+  last_from_op_ = 0;
   plan_ = GroupPlan{};
   stage_ = Stage::forming;
   ++generation_;

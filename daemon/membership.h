@@ -17,6 +17,7 @@
 #include "collective/group_plan.h"
 #include "collective/status.h"
 #include "config/knobs.h"
+#include "daemon/table_refiner.h"
 #include "gradsync.pb.h"
 #include "net/group_secret.h"
 
@@ -25,6 +26,12 @@ namespace gradsync::daemon {
 using ConnectionId = std::uint64_t;
 inline constexpr ConnectionId kNoConnection = 0;  // the caller numbers connections from 1
 using TimePoint = std::chrono::steady_clock::time_point;
+
+// A first table forced to run `algorithm` for all-reduce from `from_bytes` on (--start-allreduce).
+struct StartAllreduce {
+  Algorithm algorithm = Algorithm::ring;
+  std::uint64_t from_bytes = 0;
+};
 
 struct MembershipConfig {
   int world_size = 1;  // the group's size; the first generation has every rank
@@ -39,6 +46,9 @@ struct MembershipConfig {
   // How long, by the measured model, calibrating all-reduce may take once the links are probed;
   // 0: no calibration, the table comes from the α-β-γ model alone.
   std::chrono::milliseconds calibration_budget{knobs::kCalibrationMs.default_value};
+  // The table's refinement from real ops (daemon/table_refiner.h): its trials' rate, 0 for none.
+  int explore_every = knobs::kExploreEvery.default_value;
+  std::optional<StartAllreduce> start_allreduce;
   // A connection that has not asked to join by then is closed: an idle stranger holds nothing.
   std::chrono::milliseconds join_timeout{10'000};
   // At most this many connections from one address that have not joined yet; past it, a new one
@@ -121,6 +131,10 @@ class Membership {
   Status take(const Connection& connection, const proto::WorkerToCoordinator& message);
   Status take_probe_report(const Connection& member, const proto::ProbeReport& report);
   Status take_calibration_report(const Connection& member, const proto::CalibrationReport& report);
+  Status take_op_times(const Connection& member, const proto::OpTimesReport& report);
+  Status take_table_ready(const Connection& member, const proto::TableReady& ready);
+  // Proposes the refiner's next table version, unless one is being settled.
+  void propose_table();
   void form_group();
   // Sends every member its assignment: the peer table `peers`, which ranks are in by_rank_.
   void send_assignments(const google::protobuf::RepeatedPtrField<proto::Peer>& peers,
@@ -158,6 +172,12 @@ class Membership {
   std::uint64_t strangers_refused_ = 0;  // for the log: one line per thousand
   proto::CalibrationRequest calibration_request_;
   GroupPlan plan_;
+  // Published: the table's refinement, the version proposed and each rank's first op not started
+  // (TableReady), until every rank has answered.
+  std::optional<TableRefiner> refiner_;
+  std::optional<GroupPlan> proposed_;
+  std::vector<std::optional<std::uint64_t>> ready_;
+  std::uint64_t last_from_op_ = 0;  // where the last version switched, in this generation
   // The last measured plan published, and its members' data addresses by rank: a generation
   // with the same members at the same ranks keeps it instead of measuring again.
   GroupPlan measured_plan_;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "collective/algorithms.h"
+#include "collective/plan_choice.h"
 #include "collective/wire_type.h"
 #include "config/knobs.h"
 #include "proto/convert.h"
@@ -16,9 +17,10 @@ Status invalid(const std::string& message) { return Status(ErrorCode::invalid_ar
 
 }  // namespace
 
-Status prepare_op(const PendingOp& pending, int world_size, const AlgorithmTable& table,
-                  std::optional<Algorithm> forced, engine::ExecuteOptions& options,
-                  OpShape& shape) {
+Status prepare_op(const PendingOp& pending, int world_size, const GroupPlan& plan,
+                  std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
+                  std::uint64_t& table_bytes) {
+  table_bytes = 0;
   const proto::SubmitOp& op = pending.op;
   const auto collective = from_proto(op.collective());
   const auto dtype = from_proto(op.dtype());
@@ -64,11 +66,13 @@ Status prepare_op(const PendingOp& pending, int world_size, const AlgorithmTable
   }
   // The table is indexed by the bytes that cross the network.
   const std::uint64_t wire_bytes = data_bytes(shape) / shape.element_size * element_size(wire);
-  Algorithm algorithm = table.lookup(*collective, wire_bytes);
+  Algorithm algorithm = algorithm_for_op(plan, *collective, wire_bytes, options.op_id);
   if (const auto requested = from_proto(op.algorithm())) {
     algorithm = *requested;
   } else if (forced && supports(*collective, *forced)) {
     algorithm = *forced;
+  } else {
+    table_bytes = wire_bytes;
   }
   if (!supports(*collective, algorithm)) {
     return invalid(std::string(name(algorithm)) + " cannot run " + std::string(name(*collective)));

@@ -6,15 +6,18 @@
 
 #include <optional>
 
-#include "collective/algorithm_table.h"
+#include "collective/group_plan.h"
 #include "daemon/client_server.h"
 #include "engine/executor.h"
 
 namespace gradsync::daemon {
 
-// Fills `options` (the op's descriptor and deadline) and `shape` for `pending` in a group of
-// `world_size`; `forced` is the worker's --algorithm, for ops that ask for auto.
-Status prepare_op(const PendingOp& pending, int world_size, const AlgorithmTable& table,
-                  std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape);
+// Fills `options` (the op's descriptor and deadline; its op_id set) and `shape` for `pending` in a
+// group of `world_size`; `forced` is the worker's --algorithm, for ops that ask for auto.
+// `table_bytes` receives the bytes the plan chose the algorithm by, 0 where the request or the
+// worker forced it.
+Status prepare_op(const PendingOp& pending, int world_size, const GroupPlan& plan,
+                  std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
+                  std::uint64_t& table_bytes);
 
 }  // namespace gradsync::daemon

@@ -23,6 +23,8 @@
 #include "daemon/link_prober.h"
 #include "daemon/op_request.h"
 #include "daemon/op_thread_watch.h"
+#include "daemon/op_times.h"
+#include "daemon/table_gate.h"
 #include "engine/abort_signal.h"
 #include "engine/executor.h"
 #include "net/cpu_affinity.h"
@@ -45,7 +47,8 @@ constexpr auto kReattachBackoff = std::chrono::milliseconds(100);
 
 class Worker {
  public:
-  explicit Worker(const WorkerConfig& config) : config_(config), op_watch_(config.stall_timeout) {}
+  explicit Worker(const WorkerConfig& config)
+      : config_(config), op_watch_(config.stall_timeout), table_gate_(config.stall_timeout) {}
 
   // The main thread forms the group and then runs the ops; a second thread runs the control
   // event loop (the coordinator channel, the data port, signals) from start to end.
@@ -194,8 +197,15 @@ class Worker {
     serial = ++channel_serial_;
     channel_.emplace(
         *control_io_, std::move(socket), config_.heartbeat_interval, abort_,
-        [this, serial = serial] { asio::post(op_io_, [this, serial] { channel_lost(serial); }); },
-        on_loss);
+        [this, serial = serial] {
+          // An op waiting for a table version's decision waits no more (channel_lost says why).
+          table_gate_.cancel();
+          asio::post(op_io_, [this, serial] { channel_lost(serial); });
+        },
+        on_loss,
+        [this, serial = serial](const proto::CoordinatorToWorker& message) {
+          table_message(serial, message);
+        });
     if (stopping_) channel_->interrupt(abort_.reason());
     return &*channel_;
   }
@@ -206,6 +216,9 @@ class Worker {
     mesh_ = std::move(formed.mesh);
     plan_ = std::move(formed.plan);
     rank_ = assignment_.rank();
+    table_gate_.reset(assignment_.generation());
+    op_times_.clear();
+    ops_served_before_ = ops_served_;
     server_->new_generation(hello_for(assignment_), std::move(formed.plan_message));
     spdlog::info("worker rank {}: serving clients on {} (generation {})", rank_,
                  config_.socket_path, assignment_.generation());
@@ -221,6 +234,7 @@ class Worker {
       std::lock_guard lock(stop_mutex_);
       watched_serial_ = serial;
       watched_rank_ = rank_;
+      watched_generation_ = assignment_.generation();
       if (channel_) {
         channel_->keep_generation_when_lost();
         std::chrono::steady_clock::duration unused;
@@ -235,6 +249,11 @@ class Worker {
   void channel_lost(std::uint64_t serial) {
     if (mesh_ == nullptr || serial != serving_serial_ || stopping()) return;
     serving_serial_ = 0;
+    if (!abort_.raised() && table_gate_.unsettled()) {
+      abort_.raise(Status(ErrorCode::aborted,
+                          "lost the coordinator while it settled a new table version: the ranks "
+                          "may not agree from which op it runs"));
+    }
     if (abort_.raised()) {
       end_generation();
       return;
@@ -287,6 +306,7 @@ class Worker {
         op_watch_.excuse(late);
       }
       asio::post(op_io_, [this] { op_watch_.alive(); });
+      report_op_times();
       if (const auto stuck = op_watch_.stuck(now)) {
         std::lock_guard lock(stop_mutex_);
         // Only a generation the op thread serves is left; one that forms needs no op thread.
@@ -300,6 +320,50 @@ class Worker {
       }
       watch_op_thread();
     });
+  }
+
+  // On the control thread: the times of the ops auto ran since the last beat, for the coordinator's
+  // refinement of the table, while the op thread serves the channel's generation.
+  void report_op_times() {
+    std::lock_guard lock(stop_mutex_);
+    if (!channel_ || stopping_ || watched_serial_ != channel_serial_) return;
+    proto::WorkerToCoordinator report;
+    if (op_times_.take_report(watched_generation_, *report.mutable_op_times())) {
+      channel_->send(report);
+    }
+  }
+
+  // On the control thread: a new table version's proposal or switch from channel `serial`'s
+  // coordinator. Anything the gate cannot take leaves the generation: the ranks could otherwise
+  // disagree on an op's algorithm.
+  void table_message(std::uint64_t serial, const proto::CoordinatorToWorker& message) {
+    std::lock_guard lock(stop_mutex_);
+    if (!channel_ || serial != channel_serial_ || stopping_) return;
+    Status status;
+    if (message.has_table_proposal()) {
+      proto::WorkerToCoordinator reply;
+      proto::TableReady& ready = *reply.mutable_table_ready();
+      std::uint64_t next_op = 0;
+      status = table_gate_.propose(message.table_proposal().generation(),
+                                   message.table_proposal().version(), next_op);
+      ready.set_generation(message.table_proposal().generation());
+      ready.set_version(message.table_proposal().version());
+      ready.set_next_op(next_op);
+      if (status.ok()) channel_->send(reply);
+    } else {
+      GroupPlan plan;
+      status = from_proto(message.table_switch().plan(), plan);
+      if (status.ok() && plan.world_size != static_cast<int>(assignment_.world_size())) {
+        status = Status(ErrorCode::protocol_error,
+                        "a table version for " + std::to_string(plan.world_size) + " ranks");
+      }
+      if (status.ok()) status = table_gate_.decide(message.table_switch().from_op(), plan);
+    }
+    if (!status.ok() && left_serial_ != channel_serial_) {
+      left_serial_ = channel_serial_;
+      spdlog::error("worker rank {}: {}; leaving the generation", watched_rank_, status.message());
+      channel_->leave(status);
+    }
   }
 
   // Runs `work` on the thread that forms generations, once the last work there has ended.
@@ -566,8 +630,14 @@ class Worker {
     options.stall_timeout = config_.stall_timeout;
     options.abort = &abort_;
     OpShape shape;
-    Status status =
-        prepare_op(pending, mesh.world_size(), plan_.table, config_.algorithm, options, shape);
+    std::uint64_t table_bytes = 0;
+    std::optional<GroupPlan> switched;
+    Status status = table_gate_.admit(options.op_id, switched);
+    if (switched) take_table_version(std::move(*switched), options.op_id);
+    if (status.ok()) {
+      status = prepare_op(pending, mesh.world_size(), plan_, config_.algorithm, options, shape,
+                          table_bytes);
+    }
     if (!status.ok()) {
       status = Status(status.code(), "rank " + std::to_string(rank_) + ": " + status.message());
       engine::announce_failure(mesh, options, status);
@@ -577,9 +647,17 @@ class Worker {
       std::byte* base = pending.region ? pending.region->data() : nullptr;
       const engine::OpBuffers buffers{base, base != nullptr ? base + data_bytes(shape) : nullptr};
       op_watch_.op_began(options.deadline.when());
+      const auto began = net::Clock::now();
       status = engine::execute(build_schedule(shape, options.descriptor.algorithm, mesh.rank()),
                                buffers, mesh, options);
       op_watch_.op_ended();
+      if (status.ok() && table_bytes > 0 && shape.collective == Collective::allreduce) {
+        if (op_times_.record(
+                table_bytes, options.descriptor.algorithm,
+                std::chrono::duration<double, std::micro>(net::Clock::now() - began).count())) {
+          asio::post(*control_io_, [this] { report_op_times(); });
+        }
+      }
     }
     const double elapsed_us =
         std::chrono::duration<double, std::micro>(net::Clock::now() - start).count();
@@ -598,10 +676,22 @@ class Worker {
     return reply;
   }
 
+  // On the op thread: `plan`, a new table version, runs from op `op_id` on.
+  void take_table_version(GroupPlan plan, std::uint64_t op_id) {
+    plan_ = std::move(plan);
+    proto::GroupPlan message;
+    to_proto(plan_, message);
+    server_->new_plan(std::move(message));
+    spdlog::info("worker rank {}: table version {} from op {} (client op {} of the generation): {}",
+                 rank_, plan_.table_version, op_id, ops_served_ - ops_served_before_ + 1,
+                 plan_.history.empty() ? std::string() : plan_.history.back().why);
+  }
+
   const WorkerConfig config_;
   asio::io_context op_io_{1};
   std::uint64_t ops_served_ = 0;  // the op thread's own counts
   std::uint64_t ops_failed_ = 0;
+  std::uint64_t ops_served_before_ = 0;  // ops_served_ when the generation began
   std::mutex stop_mutex_;
   bool stopping_ = false;
   std::optional<ControlChannel> channel_;  // the generation's; set and reset under stop_mutex_
@@ -612,12 +702,15 @@ class Worker {
   std::unique_ptr<engine::PeerMesh> mesh_;  // null between generations
   GroupPlan plan_;
   int rank_ = -1;
-  Status generation_end_;             // why the last generation ended
-  std::uint64_t channel_serial_ = 0;  // counts control channels, under stop_mutex_
-  std::uint64_t left_serial_ = 0;     // the channel the watchdog left, under stop_mutex_
-  std::uint64_t watched_serial_ = 0;  // the channel of the generation served, under stop_mutex_
-  int watched_rank_ = -1;             // this worker's rank in it, under stop_mutex_
+  Status generation_end_;                 // why the last generation ended
+  std::uint64_t channel_serial_ = 0;      // counts control channels, under stop_mutex_
+  std::uint64_t left_serial_ = 0;         // the channel the watchdog left, under stop_mutex_
+  std::uint64_t watched_serial_ = 0;      // the channel of the generation served, under stop_mutex_
+  int watched_rank_ = -1;                 // this worker's rank in it, under stop_mutex_
+  std::uint64_t watched_generation_ = 0;  // and the generation, under stop_mutex_
   OpThreadWatch op_watch_;
+  TableGate table_gate_;                        // where a new table version takes effect
+  OpTimes op_times_;                            // what auto's ops took, for the coordinator
   std::optional<asio::steady_timer> watchdog_;  // on the control thread, from the first generation
   std::uint64_t serving_serial_ = 0;    // the channel of the generation the op thread serves
   std::optional<ClientServer> server_;  // from the first generation on

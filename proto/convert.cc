@@ -99,6 +99,19 @@ void to_proto(const GroupPlan& plan, proto::GroupPlan& out) {
     entry.set_min_bytes(threshold.min_bytes);
     entry.set_algorithm(to_proto(threshold.algorithm));
   }
+  out.set_table_version(plan.table_version);
+  for (const TableTrial& trial : plan.trials) {
+    proto::TableTrial& entry = *out.add_trials();
+    entry.set_size_log2(static_cast<std::uint32_t>(trial.size_log2));
+    entry.set_algorithm(to_proto(trial.algorithm));
+    entry.set_every(static_cast<std::uint32_t>(trial.every));
+  }
+  for (const TableChange& change : plan.history) {
+    proto::TableChange& entry = *out.add_history();
+    entry.set_version(change.version);
+    entry.set_from_op(change.from_op);
+    entry.set_why(change.why);
+  }
 }
 
 Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
@@ -176,6 +189,26 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
     thresholds.push_back({*collective, entry.min_bytes(), *algorithm});
   }
   plan.table = AlgorithmTable(std::move(thresholds));
+  plan.table_version = std::max<std::uint64_t>(message.table_version(), 1);
+  for (const proto::TableTrial& entry : message.trials()) {
+    const auto algorithm = from_proto(entry.algorithm());
+    if (!algorithm || !supports(Collective::allreduce, *algorithm) || entry.size_log2() > 62 ||
+        entry.every() < 2 || entry.every() > kMaxTrialEvery) {
+      return invalid(
+          "a table trial names an algorithm that is not an all-reduce, a size past "
+          "2^62 bytes or a rate not of 1 in 2 to " +
+          std::to_string(kMaxTrialEvery));
+    }
+    plan.trials.push_back(
+        {static_cast<int>(entry.size_log2()), *algorithm, static_cast<int>(entry.every())});
+  }
+  if (message.history_size() > kMaxTableHistory) {
+    return invalid(std::to_string(message.history_size()) + " table changes, more than " +
+                   std::to_string(kMaxTableHistory));
+  }
+  for (const proto::TableChange& entry : message.history()) {
+    plan.history.push_back({entry.version(), entry.from_op(), entry.why()});
+  }
   return {};
 }
 

@@ -274,7 +274,8 @@ TEST(PlanBuilder, NoiseDoesNotFlipABandwidthBoundChoiceAndAConsistentAdvantageDo
   EXPECT_EQ(noisy.table.lookup(Collective::allreduce, kBytes), model_choice);
 
   std::vector<double> consistent;
-  for (std::size_t i = 0; i < kDrift.size(); ++i) consistent.push_back(0.85 + 0.004 * (i % 5));
+  for (std::size_t i = 0; i < kDrift.size(); ++i)
+    consistent.push_back(0.85 + 0.004 * static_cast<double>(i % 5));
   GroupPlan clear = calibrated(model_choice, Algorithm::hypercube, consistent, kDrift);
   const AlgorithmChoice taken = choose_algorithm(clear, shape);
   EXPECT_EQ(taken.algorithm, Algorithm::hypercube);

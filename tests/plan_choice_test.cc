@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace gradsync {
 namespace {
 
@@ -99,6 +101,59 @@ TEST(PlanChoice, BeyondTheLargestSizeTheQuartilesKeepTheirDistanceFromTheMedian)
   const PredictedRange range = predicted_range(plan, allreduce(64ull << 20), Algorithm::ring);
   EXPECT_NEAR(range.low_us / range.median_us, 0.98, 1e-9);
   EXPECT_NEAR(range.high_us / range.median_us, 1.02, 1e-9);
+}
+
+TEST(PlanChoice, ATrialRunsOneOpInItsEveryOfItsBucketAndNothingElse) {
+  GroupPlan plan = model_plan();
+  plan.table = build_table(plan);
+  const Algorithm table_choice = plan.table.lookup(Collective::allreduce, 1 << 20);
+  const Algorithm tried = table_choice == Algorithm::tree ? Algorithm::ring : Algorithm::tree;
+  plan.trials = {{20, tried, 10}};
+  int trials = 0;
+  for (std::uint64_t op = 0; op < 10'000; ++op) {
+    const Algorithm algorithm = algorithm_for_op(plan, Collective::allreduce, 1 << 20, op);
+    ASSERT_TRUE(algorithm == table_choice || algorithm == tried) << name(algorithm);
+    trials += algorithm == tried;
+    EXPECT_EQ(algorithm, algorithm_for_op(plan, Collective::allreduce, 1 << 20, op))
+        << "the same op picks the same on every rank";
+    EXPECT_EQ(algorithm_for_op(plan, Collective::allreduce, 4 << 20, op),
+              plan.table.lookup(Collective::allreduce, 4 << 20))
+        << "another bucket";
+    EXPECT_EQ(algorithm_for_op(plan, Collective::allgather, 1 << 20, op),
+              plan.table.lookup(Collective::allgather, 1 << 20))
+        << "another collective";
+  }
+  EXPECT_GT(trials, 800);
+  EXPECT_LT(trials, 1200);
+  // A training step of 4 ops repeats with its period; the trials still reach each of them.
+  for (std::uint64_t position = 0; position < 4; ++position) {
+    int reached = 0;
+    for (std::uint64_t step = 0; step < 1000; ++step) {
+      reached +=
+          algorithm_for_op(plan, Collective::allreduce, 1 << 20, step * 4 + position) == tried;
+    }
+    EXPECT_GT(reached, 50) << "position " << position;
+  }
+}
+
+TEST(AlgorithmTable, WithChangesOnlyTheRangeItNames) {
+  const AlgorithmTable table({{Collective::allreduce, 0, Algorithm::tree},
+                              {Collective::allreduce, 4096, Algorithm::ring},
+                              {Collective::broadcast, 0, Algorithm::tree}});
+  const AlgorithmTable changed =
+      table.with(Collective::allreduce, 1 << 20, 2 << 20, Algorithm::halving_doubling);
+  EXPECT_EQ(changed.lookup(Collective::allreduce, 4), Algorithm::tree);
+  EXPECT_EQ(changed.lookup(Collective::allreduce, (1 << 20) - 4), Algorithm::ring);
+  EXPECT_EQ(changed.lookup(Collective::allreduce, 1 << 20), Algorithm::halving_doubling);
+  EXPECT_EQ(changed.lookup(Collective::allreduce, (2 << 20) - 4), Algorithm::halving_doubling);
+  EXPECT_EQ(changed.lookup(Collective::allreduce, 2 << 20), Algorithm::ring);
+  EXPECT_EQ(changed.lookup(Collective::broadcast, 1 << 20), Algorithm::tree);
+  const AlgorithmTable onwards = table.with(
+      Collective::allreduce, 8192, std::numeric_limits<std::uint64_t>::max(), Algorithm::hypercube);
+  EXPECT_EQ(onwards.thresholds().size(), 4u) << onwards.describe();
+  EXPECT_EQ(onwards.lookup(Collective::allreduce, 1ull << 40), Algorithm::hypercube);
+  EXPECT_EQ(table.with(Collective::allreduce, 4096, 8192, Algorithm::ring), table)
+      << "no change, no new thresholds";
 }
 
 }  // namespace
