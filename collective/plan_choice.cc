@@ -1,6 +1,7 @@
 #include "collective/plan_choice.h"
 
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "collective/algorithms.h"
@@ -105,10 +106,36 @@ AlgorithmChoice choose_algorithm(const GroupPlan& plan, const OpShape& shape) {
     choice.beyond_timed_sizes = true;
     return choice;
   }
+  // Between calibrated sizes the ranges are interpolated, over a factor of 16: the algorithm must
+  // be clear of the model's choice at the calibrated sizes on either side too (on the emulated
+  // LAN, p = 4, halving-doubling interpolated clear of the hypercube at 16 KiB from 4 and 64 KiB,
+  // and ran 1.5x slower there).
+  const auto clear_around = [&](Algorithm algorithm) {
+    std::uint64_t below = 0;
+    std::uint64_t above = std::numeric_limits<std::uint64_t>::max();
+    for (const CalibrationSample& sample : plan.calibration) {
+      if (sample.algorithm != algorithm) continue;
+      if (sample.bytes <= bytes) below = std::max(below, sample.bytes);
+      if (sample.bytes >= bytes) above = std::min(above, sample.bytes);
+    }
+    for (const std::uint64_t around : {below, above}) {
+      if (around == bytes || around == 0 || around == std::numeric_limits<std::uint64_t>::max()) {
+        continue;
+      }
+      const OpShape there{shape.collective, shape.world_size, around / shape.element_size,
+                          shape.element_size};
+      if (predicted_range(plan, there, algorithm).high_us >=
+          predicted_range(plan, there, choice.model_choice).low_us) {
+        return false;
+      }
+    }
+    return true;
+  };
   std::vector<Candidate> clear;
   std::vector<PredictedRange> clear_ranges;
   for (std::size_t i = 0; i < model.size(); ++i) {
-    if (ranges[i].high_us < model_range.low_us && timed_at_or_beyond(model[i].algorithm)) {
+    if (ranges[i].high_us < model_range.low_us && timed_at_or_beyond(model[i].algorithm) &&
+        clear_around(model[i].algorithm)) {
       clear.push_back(model[i]);
       clear_ranges.push_back(ranges[i]);
     }
@@ -135,8 +162,9 @@ std::string explain(const AlgorithmChoice& choice) {
   if (!choice.overruled) return "model: " + chosen;
   return "model: " + chosen + "; " + std::string(name(*choice.overruled)) + " " +
          range_text(choice.overruled_predicted) +
-         (choice.beyond_timed_sizes ? " predicted faster, beyond the sizes timed"
-                                    : " measured faster, within the spread");
+         (choice.beyond_timed_sizes
+              ? " predicted faster, beyond the sizes timed"
+              : " measured faster, within the spread here or at the sizes timed around");
 }
 
 AlgorithmTable build_table(const GroupPlan& plan) {

@@ -7,7 +7,8 @@
 // measured prediction replaces the model's choice only where it is faster by more than its own
 // spread: the faster algorithm's upper quartile lies below the lower quartile of the model's
 // choice (calibration.h interpolates the quartiles between calibrated sizes as it does the
-// medians), and both were timed at this size or a larger one (an extrapolation is no evidence).
+// medians), both were timed at this size or a larger one (an extrapolation is no evidence), and
+// it is clear at the calibrated sizes on either side as well (nor is a long interpolation).
 // Otherwise the model's order stands, and the same host gives the same table from one group to
 // the next. Against measurements, the model is that of the slowest link (cost_model.h says why).
 #pragma once

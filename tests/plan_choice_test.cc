@@ -91,6 +91,28 @@ TEST(PlanChoice, AnExtrapolationIsNoEvidence) {
   EXPECT_NE(explain(beyond).find("beyond the sizes timed"), std::string::npos) << explain(beyond);
 }
 
+TEST(PlanChoice, ALongInterpolationIsNoEvidenceEither) {
+  GroupPlan plan = model_plan();
+  const Algorithm model_choice = choose_algorithm(plan, allreduce(16 << 10)).model_choice;
+  const Algorithm other =
+      model_choice == Algorithm::halving_doubling ? Algorithm::ring : Algorithm::halving_doubling;
+  // `other` level with the model's choice at 4 KiB, at half its time at 64 KiB: interpolated,
+  // clearly faster at 16 KiB.
+  const auto relative = [&plan, model_choice, other](std::uint64_t bytes, double factor) {
+    return factor * estimate_cost(allreduce(bytes), model_choice, plan.network).time_us /
+           estimate_cost(allreduce(bytes), other, plan.network).time_us;
+  };
+  plan.calibration = {sample(plan, model_choice, 4 << 10, 1.0, 0.01),
+                      sample(plan, other, 4 << 10, relative(4 << 10, 1.0), 0.01),
+                      sample(plan, model_choice, 64 << 10, 1.0, 0.01),
+                      sample(plan, other, 64 << 10, relative(64 << 10, 0.5), 0.01)};
+  ASSERT_LT(predicted_range(plan, allreduce(16 << 10), other).high_us,
+            predicted_range(plan, allreduce(16 << 10), model_choice).low_us);
+  const AlgorithmChoice between = choose_algorithm(plan, allreduce(16 << 10));
+  EXPECT_EQ(between.algorithm, model_choice) << explain(between);
+  EXPECT_EQ(choose_algorithm(plan, allreduce(64 << 10)).algorithm, other);
+}
+
 TEST(PlanChoice, BeyondTheLargestSizeTheQuartilesKeepTheirDistanceFromTheMedian) {
   const GroupPlan plan = [] {
     GroupPlan result = model_plan();
