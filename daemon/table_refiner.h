@@ -7,9 +7,10 @@
 // slowest rank is done). A bucket switches to another algorithm when that one's upper quartile
 // lies below the lower quartile of the algorithm the table runs there: the rule a calibration
 // follows (collective/plan_choice.h), so that noise cannot flip a table either way. Real times of
-// an alternative come from trials: an algorithm the plan predicts within 10% of the table's choice
-// (or faster) runs one op in `explore_every` of the bucket (five times as often where it is
-// predicted faster, where a trial costs nothing expected) until every rank has timed enough of it.
+// an alternative come from trials: an algorithm the plan predicts within 10% of the table's
+// choice, by its prediction or by its real time, runs one op in `explore_every` of the bucket (five
+// times as often where it is predicted faster than the choice, where a trial costs nothing
+// expected) until every rank has timed enough of it.
 #pragma once
 
 #include <map>
@@ -52,11 +53,15 @@ class TableRefiner {
   // The slowest rank's quartiles of bucket `size_log2`'s `algorithm`, once every rank has
   // reported at least kMinOps of them.
   std::optional<Times> group_times(int size_log2, Algorithm algorithm) const;
+  // The plan's prediction for bucket `size_log2`'s all-reduce with `algorithm`, computed once: at
+  // p = 1024 a prediction builds a thousand schedules, and next() runs at every report.
+  double predicted(int size_log2, Algorithm algorithm) const;
 
   GroupPlan plan_;
   const int explore_every_;
   // By rank: (size_log2, algorithm) -> the latest times.
   std::vector<std::map<std::pair<int, Algorithm>, Times>> reported_;
+  mutable std::map<std::pair<int, Algorithm>, double> predictions_;
 };
 
 }  // namespace gradsync::daemon
