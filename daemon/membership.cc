@@ -91,7 +91,7 @@ void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& mes
     return;
   }
   connection.deadline = now + config_.heartbeat_timeout;
-  if (Status status = take(connection, message); !status.ok()) lose(id, status.message());
+  if (Status status = take(connection, message, now); !status.ok()) lose(id, status.message());
 }
 
 void Membership::disconnected(ConnectionId connection, const std::string& reason) {
@@ -292,7 +292,8 @@ void Membership::refuse(ConnectionId id, const Status& why) {
   close(id, why.message());
 }
 
-Status Membership::take(const Connection& connection, const proto::WorkerToCoordinator& message) {
+Status Membership::take(const Connection& connection, const proto::WorkerToCoordinator& message,
+                        TimePoint now) {
   if (message.has_heartbeat()) return {};
   if (message.has_leave()) {
     return Status(ErrorCode::aborted, "it left: " + message.leave().reason().message());
@@ -301,8 +302,8 @@ Status Membership::take(const Connection& connection, const proto::WorkerToCoord
   if (message.has_calibration_report()) {
     return take_calibration_report(connection, message.calibration_report());
   }
-  if (message.has_op_times()) return take_op_times(connection, message.op_times());
-  if (message.has_table_ready()) return take_table_ready(connection, message.table_ready());
+  if (message.has_op_times()) return take_op_times(connection, message.op_times(), now);
+  if (message.has_table_ready()) return take_table_ready(connection, message.table_ready(), now);
   return protocol_error(message.has_join() ? "a second join request"
                                            : "a message other than a heartbeat");
 }
@@ -471,18 +472,21 @@ void Membership::publish() {
   send_to_members(message);
 }
 
-Status Membership::take_op_times(const Connection& member, const proto::OpTimesReport& report) {
+Status Membership::take_op_times(const Connection& member, const proto::OpTimesReport& report,
+                                 TimePoint now) {
   // An adopted generation runs a table this coordinator does not know: it is not refined.
   if (stage_ != Stage::published || !refiner_) return {};
   if (Status status = refiner_->take(member.rank, report); !status.ok()) return status;
-  propose_table();
+  propose_table(now);
   return {};
 }
 
-void Membership::propose_table() {
-  if (proposed_) return;
+void Membership::propose_table(TimePoint now) {
+  // Few versions: a coordinator lost while one is unsettled ends the generation (table_gate.h).
+  if (proposed_ || now - last_proposed_ < kTableVersionInterval) return;
   proposed_ = refiner_->next();
   if (!proposed_) return;
+  last_proposed_ = now;
   ready_.assign(by_rank_.size(), std::nullopt);
   proto::CoordinatorToWorker message;
   message.mutable_table_proposal()->set_generation(generation_);
@@ -490,7 +494,8 @@ void Membership::propose_table() {
   send_to_members(message);
 }
 
-Status Membership::take_table_ready(const Connection& member, const proto::TableReady& ready) {
+Status Membership::take_table_ready(const Connection& member, const proto::TableReady& ready,
+                                    TimePoint now) {
   if (stage_ != Stage::published || !proposed_ || ready.generation() != generation_ ||
       ready.version() != proposed_->table_version || ready_[member.rank]) {
     return protocol_error("an answer to a table version the coordinator did not propose");
@@ -517,7 +522,7 @@ Status Membership::take_table_ready(const Connection& member, const proto::Table
   refiner_->switched(plan);
   if (plan_.measured) measured_plan_ = plan;
   plan_ = std::move(plan);
-  propose_table();
+  propose_table(now);
   return {};
 }
 

@@ -128,13 +128,15 @@ class Membership {
   int smallest() const;
   bool may_form(TimePoint now) const;
   void refuse(ConnectionId id, const Status& why);
-  Status take(const Connection& connection, const proto::WorkerToCoordinator& message);
+  Status take(const Connection& connection, const proto::WorkerToCoordinator& message,
+              TimePoint now);
   Status take_probe_report(const Connection& member, const proto::ProbeReport& report);
   Status take_calibration_report(const Connection& member, const proto::CalibrationReport& report);
-  Status take_op_times(const Connection& member, const proto::OpTimesReport& report);
-  Status take_table_ready(const Connection& member, const proto::TableReady& ready);
-  // Proposes the refiner's next table version, unless one is being settled.
-  void propose_table();
+  Status take_op_times(const Connection& member, const proto::OpTimesReport& report, TimePoint now);
+  Status take_table_ready(const Connection& member, const proto::TableReady& ready, TimePoint now);
+  // Proposes the refiner's next table version, unless one is being settled or the last was
+  // proposed less than kTableVersionInterval ago.
+  void propose_table(TimePoint now);
   void form_group();
   // Sends every member its assignment: the peer table `peers`, which ranks are in by_rank_.
   void send_assignments(const google::protobuf::RepeatedPtrField<proto::Peer>& peers,
@@ -178,6 +180,7 @@ class Membership {
   std::optional<GroupPlan> proposed_;
   std::vector<std::optional<std::uint64_t>> ready_;
   std::uint64_t last_from_op_ = 0;  // where the last version switched, in this generation
+  TimePoint last_proposed_;         // when the last version was proposed
   // The last measured plan published, and its members' data addresses by rank: a generation
   // with the same members at the same ranks keeps it instead of measuring again.
   GroupPlan measured_plan_;

@@ -22,6 +22,9 @@
 namespace gradsync::daemon {
 
 inline constexpr std::uint64_t kTableLead = 64;
+// The coordinator proposes at most one version this often: a coordinator lost while a version is
+// unsettled (a round trip to every rank) ends the generation.
+inline constexpr std::chrono::milliseconds kTableVersionInterval{250};
 
 class TableGate {
  public:

@@ -135,7 +135,13 @@ std::optional<GroupPlan> TableRefiner::next() const {
     for (const Algorithm other : algorithms_for(Collective::allreduce)) {
       if (other == chosen || group_times(bucket, other)) continue;
       const double other_us = predicted(bucket, other);
-      if (other_us > kContenderFactor * reference_us) continue;
+      // A trial runs until its algorithm is timed: one that noise in the reference took out and
+      // put back would cost a table version each time.
+      const bool trying =
+          std::any_of(plan_.trials.begin(), plan_.trials.end(), [&](const TableTrial& trial) {
+            return trial.size_log2 == bucket && trial.algorithm == other;
+          });
+      if (!trying && other_us > kContenderFactor * reference_us) continue;
       const int every = other_us < chosen_us ? std::max(2, explore_every_ / kSuspectedFasterFactor)
                                              : std::max(2, explore_every_);
       next.trials.push_back({bucket, other, every});

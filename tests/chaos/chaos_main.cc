@@ -239,8 +239,11 @@ int run(const Settings& settings) {
   cli::LocalClusterOptions options;
   options.workers = settings.ranks;
   options.daemon_path = GRADSYNC_DAEMON;
+  // No table versions: one unsettled when the coordinator is killed ends the generation
+  // (table_gate.h), and a coordinator fault must fail no op.
   options.coordinator_flags = {"--heartbeat-timeout-ms",
-                               std::to_string(settings.heartbeat_timeout_ms)};
+                               std::to_string(settings.heartbeat_timeout_ms), "--explore-every",
+                               "0"};
   std::unique_ptr<cli::LocalCluster> cluster;
   if (Status status = cli::LocalCluster::start(options, cluster); !status.ok()) {
     std::fprintf(stderr, "chaos: %s\n", status.to_string().c_str());
