@@ -74,7 +74,8 @@ class Bench {
                                 const std::vector<std::optional<Algorithm>>& algorithms) {
     const std::size_t size = element_size(type_);
     const std::uint64_t count = std::max<std::uint64_t>(bytes / size, 1);
-    const int p = clients_.front().world_size();
+    // Between hosts: a daemon's local ranks add no traffic to the network (README "Local ranks").
+    const int hosts = plan_.world_size;
     const int local = static_cast<int>(clients_.size());
     const std::size_t kinds = algorithms.size();
     // [rank][algorithm]: the times of its timed iterations, its wrong results
@@ -82,7 +83,7 @@ class Bench {
                                                         std::vector<std::vector<double>>(kinds));
     std::vector<std::vector<int>> wrong(local, std::vector<int>(kinds, 0));
     std::vector<std::string> errors(local);
-    std::vector<std::byte> expected = reference(count, p);
+    std::vector<std::byte> expected = reference(count, clients_.front().world_size());
     // What rank 0's ops of each row ran: auto's may vary, as the table explores and refines.
     std::vector<std::map<Algorithm, int>> used(kinds);
     const int timed = timed_iterations(bytes, options_.iters, options_.small_iters);
@@ -162,10 +163,10 @@ class Bench {
       BenchRow row = make_row(
           count * size, count,
           algorithms[k] ? std::string(name(*algorithms[k])) : "auto:" + std::string(name(ran)),
-          median(slowest), p);
+          median(slowest), hosts);
       // The model prices the bytes that cross the network.
       const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
-      row.predicted_us = predicted_us(plan_, {Collective::allreduce, p, count, wire_size}, ran);
+      row.predicted_us = predicted_us(plan_, {Collective::allreduce, hosts, count, wire_size}, ran);
       row.iterations = static_cast<int>(slowest.size());
       for (const auto& rank_wrong : wrong) row.wrong += rank_wrong[k];
       rows.push_back(std::move(row));
@@ -342,9 +343,14 @@ int run_bench(BenchOptions options) {
                                              : "the group's measured model, calibrated",
                   plan.network.alpha_us, plan.network.beta_us_per_byte,
                   plan.network.gamma_us_per_byte);
+    std::string note = model;
+    if (plan.world_size != world_size) {
+      note += "; " + host_layout(plan).describe() +
+              ": busbw counts the links between hosts, algbw * 2(H - 1)/H";
+    }
     const BenchSetup setup{"gradsync bench",    world_size,     options.dtype,
                            options.op,          options.wire,   options.iters,
-                           options.small_iters, options.warmup, model};
+                           options.small_iters, options.warmup, note};
     print_bench_table(setup, rows);
     if (options.algorithm == "all") print_auto_against_best(rows);
     if (!options.json_path.empty()) write_bench_json(options.json_path, setup, rows);

@@ -1,6 +1,7 @@
 #include "cli/connect_clients.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <thread>
 
 #include "cli/size_list.h"
@@ -23,10 +24,14 @@ std::vector<Client> connect_clients(const std::vector<std::string>& paths,
                                     std::chrono::milliseconds patience) {
   std::vector<Client> clients;
   const auto give_up = std::chrono::steady_clock::now() + patience;
-  for (const std::string& path : paths) {
+  for (std::size_t index = 0; index < paths.size(); ++index) {
+    const std::string& path = paths[index];
+    // A daemon that serves several local ranks is listed once for each, in local-rank order.
+    const auto local_rank =
+        static_cast<int>(std::count(paths.begin(), paths.begin() + index, path));
     while (true) {
       try {
-        clients.push_back(Client::connect(path));
+        clients.push_back(Client::connect(path, std::chrono::seconds(30), local_rank));
         break;
       } catch (const ClientError& error) {
         // Only a daemon that is not there yet is waited for; one that refused this client, or a

@@ -1,5 +1,6 @@
 // Connects the CLI's commands to the daemons they drive, named by a comma-separated list of unix
-// sockets in rank order (gradsync local exports it as GRADSYNC_SOCKETS).
+// sockets in rank order (gradsync local exports it as GRADSYNC_SOCKETS). A daemon that serves
+// several local ranks is listed once for each: its n-th entry connects as its local rank n.
 #pragma once
 
 #include <chrono>

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -63,8 +64,10 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   if (Status status = result->start_coordinator("127.0.0.1:0"); !status.ok()) return status;
   const std::string& address = result->coordinator_address_;
   const std::vector<int> cpus = net::allowed_cpus();
-  const int spin_us =
-      options.spin_us >= 0 ? options.spin_us : spin_us_for(options.workers, cpus.size());
+  result->local_ranks_ = options.local_ranks;
+  result->local_ranks_.resize(options.workers, 1);
+  const int ranks = std::accumulate(result->local_ranks_.begin(), result->local_ranks_.end(), 0);
+  const int spin_us = options.spin_us >= 0 ? options.spin_us : spin_us_for(ranks, cpus.size());
   for (int rank = 0; rank < options.workers; ++rank) {
     const std::string socket = result->directory_ + "/rank" + std::to_string(rank) + ".sock";
     std::vector<std::string> argv = {
@@ -73,6 +76,9 @@ Status LocalCluster::start(const LocalClusterOptions& options,
         "--secret-file", secret};
     if (!options.algorithm.empty()) argv.insert(argv.end(), {"--algorithm", options.algorithm});
     argv.insert(argv.end(), {"--spin-us", std::to_string(spin_us)});
+    if (result->local_ranks_[rank] > 1) {
+      argv.insert(argv.end(), {"--local-ranks", std::to_string(result->local_ranks_[rank])});
+    }
     if (options.segment_bytes > 0) {
       argv.insert(argv.end(), {"--segment-bytes", std::to_string(options.segment_bytes)});
     }
@@ -96,7 +102,7 @@ Status LocalCluster::start(const LocalClusterOptions& options,
       }
       if (std::filesystem::exists(socket)) {
         try {
-          Client::connect(socket, std::chrono::seconds(5));
+          Client::connect(socket, std::chrono::seconds(5), 0);
           break;
         } catch (const ClientError&) {
         }
@@ -154,6 +160,14 @@ LocalCluster::~LocalCluster() {
   coordinator_.stop();
   std::error_code ignored;
   std::filesystem::remove_all(directory_, ignored);
+}
+
+std::vector<std::string> LocalCluster::rank_sockets() const {
+  std::vector<std::string> by_rank;
+  for (std::size_t worker = 0; worker < sockets_.size(); ++worker) {
+    by_rank.insert(by_rank.end(), local_ranks_[worker], sockets_[worker]);
+  }
+  return by_rank;
 }
 
 std::string LocalCluster::log_of_worker(int rank) const {

@@ -14,6 +14,7 @@ namespace gradsync::cli {
 
 struct LocalClusterOptions {
   int workers = 1;
+  std::vector<int> local_ranks;   // by worker, its --local-ranks; empty: 1 each
   std::string algorithm;          // empty: auto
   std::size_t segment_bytes = 0;  // 0: the daemon's default
   int spin_us = -1;               // -1: spin_us_for(workers, the CPUs this process may use)
@@ -30,7 +31,10 @@ class LocalCluster {
   static Status start(const LocalClusterOptions& options, std::unique_ptr<LocalCluster>& cluster);
   ~LocalCluster();
 
+  // By worker.
   const std::vector<std::string>& sockets() const { return sockets_; }
+  // By global rank: each worker's socket once for each of its local ranks.
+  std::vector<std::string> rank_sockets() const;
   ChildProcess& worker(int rank) { return workers_[rank]; }
   ChildProcess& coordinator() { return coordinator_; }
   // Kills worker `rank` (if it still runs) and starts a replacement with the same flags, which
@@ -55,6 +59,7 @@ class LocalCluster {
   std::vector<ChildProcess> workers_;
   std::vector<std::vector<std::string>> worker_argv_;
   std::vector<std::string> sockets_;
+  std::vector<int> local_ranks_;  // by worker
   std::string coordinator_address_;
   bool verbose_ = false;
 };

@@ -17,6 +17,7 @@ namespace {
 
 struct LocalOptions {
   LocalClusterOptions cluster;
+  int local_ranks = knobs::kLocalRanks.default_value;  // every worker's
   std::vector<std::string> command;
 };
 
@@ -35,18 +36,21 @@ int run_local(const LocalOptions& options) {
   sigprocmask(SIG_BLOCK, &signals, nullptr);
 
   std::unique_ptr<LocalCluster> cluster;
-  if (Status status = LocalCluster::start(options.cluster, cluster); !status.ok()) {
+  LocalClusterOptions cluster_options = options.cluster;
+  cluster_options.local_ranks.assign(cluster_options.workers, options.local_ranks);
+  if (Status status = LocalCluster::start(cluster_options, cluster); !status.ok()) {
     std::fprintf(stderr, "gradsync local: %s\n", status.message().c_str());
     return 1;
   }
-  for (std::size_t rank = 0; rank < cluster->sockets().size(); ++rank) {
-    std::printf("rank %zu: %s\n", rank, cluster->sockets()[rank].c_str());
+  const std::vector<std::string> by_rank = cluster->rank_sockets();
+  for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
+    std::printf("rank %zu: %s\n", rank, by_rank[rank].c_str());
   }
   std::fflush(stdout);
-  const std::string sockets = "GRADSYNC_SOCKETS=" + joined(cluster->sockets());
+  const std::string sockets = "GRADSYNC_SOCKETS=" + joined(by_rank);
   if (options.command.empty()) {
-    std::printf("gradsync local: %d workers ready; export %s; Ctrl-C stops them\n",
-                options.cluster.workers, sockets.c_str());
+    std::printf("gradsync local: %d workers ready (%d ranks); export %s; Ctrl-C stops them\n",
+                options.cluster.workers, static_cast<int>(by_rank.size()), sockets.c_str());
     std::fflush(stdout);
     int received = 0;
     sigwait(&signals, &received);
@@ -62,9 +66,15 @@ void add_local_command(CLI::App& app, std::function<int()>& action) {
   auto options = std::make_shared<LocalOptions>();
   CLI::App* command = app.add_subcommand(
       "local", "Start a coordinator and N workers on loopback; run CMD with GRADSYNC_SOCKETS set");
-  command->add_option("--workers,-n", options->cluster.workers, "Number of workers")
+  command->add_option("--workers,-n,--hosts", options->cluster.workers, "Number of workers")
       ->required()
       ->check(CLI::Range(1, 64));
+  command
+      ->add_option(std::string(knobs::kLocalRanks.flag) + ",--ranks-per-host", options->local_ranks,
+                   std::string(knobs::kLocalRanks.help) +
+                       "; each worker serves this many (GRADSYNC_SOCKETS lists its socket once "
+                       "for each)")
+      ->check(CLI::Range(knobs::kLocalRanks.min, knobs::kLocalRanks.max));
   command
       ->add_option("--algorithm", options->cluster.algorithm,
                    "Force an algorithm for every op that asks for auto")

@@ -43,8 +43,9 @@ double gigabytes_per_second(double beta_us_per_byte) {
 }
 
 void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
-  std::printf("group of %d, generation %llu: %s\n", plan.world_size,
-              static_cast<unsigned long long>(plan.generation),
+  const HostLayout layout = host_layout(plan);
+  std::printf("group of %d (%s), generation %llu: %s\n", layout.world_size(),
+              layout.describe().c_str(), static_cast<unsigned long long>(plan.generation),
               plan.measured
                   ? ("measured by the workers; probing took " +
                      std::to_string(static_cast<int>(plan.probe_ms + 0.5)) + " ms, calibration " +
@@ -168,7 +169,9 @@ nlohmann::ordered_json plan_json(const GroupPlan& plan, const std::vector<Predic
                       {"every", trial.every}});
   }
   return {{"generation", plan.generation},
-          {"world_size", plan.world_size},
+          {"world_size", host_layout(plan).world_size()},
+          {"hosts", plan.world_size},
+          {"local_ranks", host_layout(plan).by_host()},
           {"measured", plan.measured},
           {"probe_ms", plan.probe_ms},
           {"calibration_ms", plan.calibration_ms},

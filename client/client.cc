@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -71,12 +73,17 @@ struct Submission {
 
 class ClientConnection {
  public:
-  explicit ClientConnection(net::UniqueFd socket)
-      : socket_(std::move(socket)), reader_(socket_.get()) {}
+  ClientConnection(net::UniqueFd socket, int local_rank)
+      : socket_(std::move(socket)), reader_(socket_.get()), local_rank_(local_rank) {}
+
+  proto::ClientToDaemon hello_request() const {
+    proto::ClientToDaemon request;
+    request.mutable_hello()->set_local_rank(local_rank_);
+    return request;
+  }
 
   void hello(net::Deadline deadline) {
-    proto::ClientToDaemon request;
-    request.mutable_hello();
+    const proto::ClientToDaemon request = hello_request();
     const Status sent = net::send_message(socket_.get(), request, deadline);
     // A daemon that refuses a connection says why without reading the hello, and may have closed
     // it before the hello went: its reason is still there to read.
@@ -95,11 +102,14 @@ class ClientConnection {
     rank_ = hello.rank();
     world_size_ = hello.world_size();
     generation_ = hello.generation();
+    local_world_size_ = std::max(hello.local_ranks(), 1);
     daemon_cpus_.assign(hello.cpus().begin(), hello.cpus().end());
   }
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }
+  int local_world_size() const { return local_world_size_; }
   std::uint64_t generation() const { return generation_; }
   const std::vector<int>& daemon_cpus() const { return daemon_cpus_; }
 
@@ -281,6 +291,8 @@ class ClientConnection {
   net::MessageReader reader_;
   int rank_ = 0;
   int world_size_ = 1;
+  const int local_rank_;
+  int local_world_size_ = 1;
   std::uint64_t generation_ = 0;
   std::vector<int> daemon_cpus_;
   std::mutex mutex_;
@@ -327,11 +339,26 @@ void Handle::wait() {
 Algorithm Handle::algorithm() const { return state_->algorithm; }
 double Handle::elapsed_us() const { return state_->elapsed_us; }
 
-Client Client::connect(const std::string& socket_path, std::chrono::milliseconds timeout) {
+static int local_rank_from_environment() {
+  const char* text = std::getenv("LOCAL_RANK");
+  if (text == nullptr || *text == '\0') return 0;
+  int value = 0;
+  const char* end = text + std::strlen(text);
+  const auto [stop, error] = std::from_chars(text, end, value);
+  if (error != std::errc() || stop != end || value < 0) {
+    throw ClientError(Status(ErrorCode::invalid_argument, "LOCAL_RANK is '" + std::string(text) +
+                                                              "', not a local rank (0, 1, ...)"));
+  }
+  return value;
+}
+
+Client Client::connect(const std::string& socket_path, std::chrono::milliseconds timeout,
+                       std::optional<int> local_rank) {
   const auto deadline = net::Deadline::after(timeout);
   net::UniqueFd socket;
   throw_if_failed(net::connect_unix(socket_path, deadline, socket));
-  auto connection = std::make_unique<ClientConnection>(std::move(socket));
+  auto connection = std::make_unique<ClientConnection>(
+      std::move(socket), local_rank ? *local_rank : local_rank_from_environment());
   connection->hello(deadline);
   return Client(std::move(connection));
 }
@@ -343,13 +370,14 @@ Client::~Client() = default;
 
 int Client::rank() const { return connection_->rank(); }
 int Client::world_size() const { return connection_->world_size(); }
+int Client::local_rank() const { return connection_->local_rank(); }
+int Client::local_world_size() const { return connection_->local_world_size(); }
 std::uint64_t Client::generation() const { return connection_->generation(); }
 
 void Client::group(std::chrono::milliseconds timeout) {
-  proto::ClientToDaemon request;
-  request.mutable_hello();
   const proto::DaemonToClient answer =
-      connection_->ask(request, &proto::DaemonToClient::has_hello, net::Deadline::after(timeout));
+      connection_->ask(connection_->hello_request(), &proto::DaemonToClient::has_hello,
+                       net::Deadline::after(timeout));
   connection_->take_hello(answer.hello());
 }
 const std::vector<int>& Client::daemon_cpus() const { return connection_->daemon_cpus(); }

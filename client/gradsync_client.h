@@ -108,16 +108,23 @@ class Handle {
 
 class Client {
  public:
-  // Connects to the daemon listening on `socket_path`; throws ClientError.
+  // Connects to the daemon listening on `socket_path` as its local rank `local_rank` (by default
+  // LOCAL_RANK from the environment, as torchrun sets it, else 0); throws ClientError. A daemon
+  // started with --local-ranks L serves local ranks 0 to L - 1, one submitting client each.
   static Client connect(const std::string& socket_path,
-                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                        std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                        std::optional<int> local_rank = std::nullopt);
   Client(Client&&) noexcept;
   Client& operator=(Client&&) noexcept;
   ~Client();
 
-  // This rank and the group's size, as of the generation the client last took note of.
+  // This rank and the group's size, as of the generation the client last took note of. Ranks are
+  // global and host-major: a host's first rank is the number of ranks of the hosts before it.
   int rank() const;
   int world_size() const;
+  // Which of its daemon's ranks this client is, and how many the daemon serves.
+  int local_rank() const;
+  int local_world_size() const;
   std::uint64_t generation() const;
   // Takes note of the group as it is now, waiting while a new generation forms: after an op
   // failed because a member was lost (PEER_LOST, ABORTED) the group re-forms, and later ops fail

@@ -6,6 +6,11 @@
 
 namespace gradsync {
 
+HostLayout host_layout(const GroupPlan& plan) {
+  return plan.local_ranks.empty() ? HostLayout::flat(plan.world_size)
+                                  : HostLayout(plan.local_ranks);
+}
+
 double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm) {
   const double modelled = estimate_cost(shape, algorithm, plan.network).time_us;
   if (shape.collective != Collective::allreduce) return modelled;

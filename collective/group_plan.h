@@ -10,6 +10,7 @@
 #include "collective/algorithm_table.h"
 #include "collective/calibration.h"
 #include "collective/cost_model.h"
+#include "collective/host_layout.h"
 
 namespace gradsync {
 
@@ -51,9 +52,15 @@ struct GroupPlan {
   std::uint64_t table_version = 1;  // one more for every change refined from real ops
   std::vector<TableTrial> trials;
   std::vector<TableChange> history;  // oldest first
+  // By host (world_size counts hosts, and the table is for ops between them): the ranks each
+  // host's daemon serves; empty: one each.
+  std::vector<int> local_ranks;
 
   friend bool operator==(const GroupPlan&, const GroupPlan&) = default;
 };
+
+// The group's hosts and their local ranks.
+HostLayout host_layout(const GroupPlan& plan);
 
 // The plan's predicted time of an op: the model's, calibrated for all-reduce (calibration.h).
 double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm);

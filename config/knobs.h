@@ -68,6 +68,15 @@ inline constexpr Knob<int> kClientUid{
     "Also serve local clients running as this user id (default: only the daemon's own user and "
     "root)",
     kWorker};
+inline constexpr Knob<int> kLocalRanks{
+    "--local-ranks",
+    "LOCAL_WORLD_SIZE",
+    1,
+    1,
+    64,
+    "Ranks this daemon serves, one client each (LOCAL_RANK): their tensors are reduced in shared "
+    "memory before the network",
+    kWorker | kLauncher};
 inline constexpr Knob<int> kJoinTimeoutMs{"--join-timeout-ms",
                                           "GRADSYNC_JOIN_TIMEOUT_MS",
                                           60'000,

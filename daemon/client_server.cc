@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
+#include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 #include <ctime>
+#include <deque>
 #include <functional>
 #include <map>
 
+#include "config/knobs.h"
 #include "daemon/accept_loop.h"
 #include "daemon/outbox.h"
 #include "net/message_stream.h"
@@ -61,6 +64,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   int pid() const { return pid_; }
   // The generation of the group whose membership the client last took note of (by a hello).
   std::uint64_t generation = 0;
+  int local_rank = 0;  // as its hello said
   net::MessageReader& reader() { return reader_; }
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
 
@@ -85,6 +89,19 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>> regions_;
 };
 
+// What the server keeps of one of the daemon's local ranks.
+struct LocalRank {
+  ClientSession* submitter = nullptr;
+  std::uint64_t submitted = 0;  // ops of the submitting client so far
+  int submitter_pid = 0;
+  std::chrono::system_clock::time_point submitter_since;
+  std::deque<PendingOp> waiting;  // submitted, until every local rank has submitted its op
+  // The failures of its stream's next ops, whose places failed without them; none for a stream
+  // whose client left, since the next client starts a stream of its own.
+  std::deque<Status> owed;
+  bool left = false;  // its submitting client left, and no other has come
+};
+
 struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   State(asio::io_context& io, net::UniqueFd listener, int client_uid_in,
         proto::DaemonHello hello_in, proto::GroupPlan plan_in, OpRunner run_in,
@@ -95,8 +112,16 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
         hello(std::move(hello_in)),
         plan(std::move(plan_in)),
         run(std::move(run_in)),
-        status_source(std::move(status_in)) {
+        status_source(std::move(status_in)),
+        locals(static_cast<std::size_t>(std::max(hello.local_ranks(), 1))),
+        gather_timer(io) {
     acceptor.assign(stream_protocol(), listener.release());
+  }
+
+  // "local rank 1 (rank 5)"
+  std::string name_of(int local_rank) const {
+    return "local rank " + std::to_string(local_rank) + " (rank " +
+           std::to_string(hello.rank() + local_rank) + ")";
   }
 
   void accept() {
@@ -132,7 +157,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     const long own = static_cast<long>(::geteuid());
     if (peer.uid != own && peer.uid != 0 && (client_uid < 0 || peer.uid != client_uid)) {
       return Status(ErrorCode::unauthenticated,
-                    "rank " + std::to_string(hello.rank()) + "'s daemon runs as uid " +
+                    "host " + std::to_string(hello.host()) + "'s daemon runs as uid " +
                         std::to_string(own) + " and serves no client of uid " +
                         std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
                         "; --client-uid names one more user to serve)");
@@ -145,7 +170,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     if (held >= kMaxConnectionsPerClient) {
       return Status(ErrorCode::invalid_argument,
                     "pid " + std::to_string(peer.pid) + " already holds " + std::to_string(held) +
-                        " connections to rank " + std::to_string(hello.rank()) +
+                        " connections to host " + std::to_string(hello.host()) +
                         "'s daemon, as many as one process may");
     }
     return {};
@@ -195,6 +220,11 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
              net::UniqueFd attached) {
     proto::DaemonToClient reply;
     if (message.has_hello()) {
+      if (Status refused = take_local_rank(*session, message.hello()); !refused.ok()) {
+        to_proto(refused, *reply.mutable_refused());
+        (void)session->reply(reply);
+        return false;
+      }
       if (between_generations) {
         awaiting_hello.push_back(session);
         return true;
@@ -207,35 +237,39 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       proto::DaemonStatus& status = *reply.mutable_status();
       status = status_source();
       status.set_clients(static_cast<int>(sessions.size()));
-      status.set_submitter_pid(submitter != nullptr ? submitter_pid : 0);
+      status.set_submitter_pid(locals[0].submitter != nullptr ? locals[0].submitter_pid : 0);
       return session->reply(reply);
     } else if (message.has_attach()) {
       // Any client may hand over memory; only the rank's submitting client runs ops on it, and a
       // refused one keeps its regions for when the rank is free.
       attach(*session, message.attach(), std::move(attached));
     } else if (message.has_submit()) {
-      PendingOp op{session, message.submit(), nullptr, 0};
+      PendingOp op{session, message.submit(), nullptr, 0, session->local_rank};
       Status claimed = claim(session);
       if (claimed.ok() && session->generation != hello.generation()) {
         claimed =
             Status(ErrorCode::group_changed,
                    "the group changed from generation " + std::to_string(session->generation) +
                        " to " + std::to_string(hello.generation()) + ": this is now rank " +
-                       std::to_string(hello.rank()) + " of " + std::to_string(hello.world_size()) +
+                       std::to_string(hello.rank() + session->local_rank) + " of " +
+                       std::to_string(hello.world_size()) +
                        "; take note of it (Client::group()) to go on");
       }
-      if (!claimed.ok()) {
-        proto::OpResult& result = *reply.mutable_result();
-        result.set_request_id(op.op.request_id());
-        to_proto(claimed, *result.mutable_status());
-        return session->reply(reply);
+      LocalRank& local = locals[session->local_rank];
+      if (claimed.ok()) {
+        op.stream_sequence = ++local.submitted;
+        if (!local.owed.empty()) {
+          claimed = local.owed.front();
+          local.owed.pop_front();
+        }
       }
-      op.stream_sequence = ++submitted;
+      if (!claimed.ok()) return session->reply(failure(op, claimed));
       if (const auto found = session->regions().find(op.op.region_id());
           found != session->regions().end()) {
         op.region = found->second;
       }
-      return session->reply(run(op));
+      local.waiting.push_back(std::move(op));
+      return run_ready(session.get());
     } else {
       spdlog::warn("dropped a client that sent an empty message");
       return false;
@@ -246,9 +280,134 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   // Answers a hello: the client takes note of the group as it is now.
   bool greet(ClientSession& session) {
     proto::DaemonToClient reply;
-    *reply.mutable_hello() = hello;
+    proto::DaemonHello& answer = *reply.mutable_hello();
+    answer = hello;
+    answer.set_rank(hello.rank() + session.local_rank);
+    answer.set_local_rank(session.local_rank);
     session.generation = hello.generation();
     return session.reply(reply);
+  }
+
+  // The local rank a hello names: one the daemon serves, and for a submitting client the one it
+  // submits as.
+  Status take_local_rank(ClientSession& session, const proto::ClientHello& request) const {
+    const int local_rank = request.has_local_rank() ? request.local_rank() : 0;
+    if (local_rank < 0 || local_rank >= static_cast<int>(locals.size())) {
+      return Status(ErrorCode::invalid_argument,
+                    "local rank " + std::to_string(local_rank) + " is not one of the " +
+                        std::to_string(locals.size()) + " that host " +
+                        std::to_string(hello.host()) + "'s daemon serves (0 to " +
+                        std::to_string(locals.size() - 1) + "; gradsyncd worker --local-ranks)");
+    }
+    if (local_rank != session.local_rank && locals[session.local_rank].submitter == &session) {
+      return Status(ErrorCode::invalid_argument,
+                    "the client submits as " + name_of(session.local_rank) +
+                        " and cannot become local rank " + std::to_string(local_rank));
+    }
+    session.local_rank = local_rank;
+    return {};
+  }
+
+  static proto::DaemonToClient failure(const PendingOp& op, const Status& why) {
+    proto::DaemonToClient reply;
+    proto::OpResult& result = *reply.mutable_result();
+    result.set_request_id(op.op.request_id());
+    to_proto(why, *result.mutable_status());
+    return reply;
+  }
+
+  bool every_local_rank_waits() const {
+    return std::all_of(locals.begin(), locals.end(),
+                       [](const LocalRank& local) { return !local.waiting.empty(); });
+  }
+  bool some_local_rank_waits() const {
+    return std::any_of(locals.begin(), locals.end(),
+                       [](const LocalRank& local) { return !local.waiting.empty(); });
+  }
+
+  // Runs every op that every local rank has submitted; false when `current`, the client just
+  // read, is to be dropped.
+  bool run_ready(const ClientSession* current) {
+    bool current_ok = true;
+    while (every_local_rank_waits()) {
+      LocalOps batch;
+      for (LocalRank& local : locals) {
+        batch.ops.push_back(std::move(local.waiting.front()));
+        local.waiting.pop_front();
+      }
+      current_ok = run_batch(batch, current) && current_ok;
+    }
+    arm_gather_timer();
+    return current_ok;
+  }
+
+  // Runs `batch` and replies; false when `current` is to be dropped. Any other client that fails
+  // to take its reply is dropped here.
+  bool run_batch(const LocalOps& batch, const ClientSession* current) {
+    ++batches;
+    const std::vector<proto::DaemonToClient> replies = run(batch);
+    bool current_ok = true;
+    for (std::size_t index = 0; index < batch.ops.size(); ++index) {
+      const std::shared_ptr<ClientSession>& session = batch.ops[index].session;
+      if (session->reply(replies[index])) continue;
+      if (session.get() == current) {
+        current_ok = false;
+      } else if (sessions.contains(session.get())) {
+        end(session);
+      }
+    }
+    return current_ok;
+  }
+
+  // Some local rank has submitted an op the others have not: it may wait for them as long as its
+  // timeout, then its place fails.
+  void arm_gather_timer() {
+    if (!some_local_rank_waits() || gather_armed_for == batches) return;
+    gather_armed_for = batches;
+    std::uint32_t timeout_ms = 0;
+    for (const LocalRank& local : locals) {
+      if (!local.waiting.empty()) timeout_ms = local.waiting.front().op.timeout_ms();
+    }
+    if (timeout_ms == 0) timeout_ms = knobs::kOpTimeoutMs.default_value;
+    gather_timer.expires_after(std::chrono::milliseconds(timeout_ms));
+    gather_timer.async_wait([weak = weak_from_this(), batch = batches,
+                             timeout_ms](const asio::error_code& error) {
+      const auto self = weak.lock();
+      if (error || !self || self->batches != batch) return;
+      self->fail_incomplete(
+          ErrorCode::deadline_exceeded,
+          "submitted no op within " + std::to_string(timeout_ms) + " ms of the other local ranks");
+    });
+  }
+
+  // Fails the place in the streams that some local ranks have reached and others have not
+  // (`why` says what the others did), on every rank; the others' ops at that place fail when
+  // they come.
+  void fail_incomplete(ErrorCode code, const std::string& why) {
+    if (every_local_rank_waits() || !some_local_rank_waits()) return;
+    LocalOps batch;
+    std::string missing;
+    std::vector<int> late;
+    for (int index = 0; index < static_cast<int>(locals.size()); ++index) {
+      LocalRank& local = locals[index];
+      if (local.waiting.empty()) {
+        missing += (missing.empty() ? "" : ", ") + name_of(index);
+        late.push_back(index);
+        continue;
+      }
+      batch.ops.push_back(std::move(local.waiting.front()));
+      local.waiting.pop_front();
+    }
+    const std::uint64_t place = batch.ops.front().stream_sequence;
+    batch.missing = Status(code, "op " + std::to_string(place) + " of the streams of host " +
+                                     std::to_string(hello.host()) + ": " + missing + " " + why);
+    for (const int index : late) {
+      if (locals[index].left) continue;
+      locals[index].owed.push_back(Status(
+          code, "this op's place failed on every rank without it: " + batch.missing.message()));
+    }
+    run_batch(batch, nullptr);
+    arm_gather_timer();
   }
 
   static void attach(ClientSession& session, const proto::AttachRegion& request,
@@ -271,34 +430,53 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     session.regions()[request.region_id()] = std::move(region);
   }
 
-  // Makes `session` the rank's submitting client, unless another one is.
+  // Makes `session` its local rank's submitting client, unless another one is.
   Status claim(const std::shared_ptr<ClientSession>& session) {
-    if (submitter == session.get()) return {};
+    LocalRank& local = locals[session->local_rank];
+    if (local.submitter == session.get()) return {};
     // A client that has just gone may not have been read to its end yet: a training process
     // that restarts must not be refused because of its own previous life.
-    if (submitter != nullptr && net::peer_has_closed(submitter->socket().native_handle())) {
-      end(sessions.at(submitter));
+    if (local.submitter != nullptr &&
+        net::peer_has_closed(local.submitter->socket().native_handle())) {
+      end(sessions.at(local.submitter));
     }
-    if (submitter != nullptr) {
+    const int rank = hello.rank() + session->local_rank;
+    if (local.submitter != nullptr) {
       return Status(ErrorCode::invalid_argument,
-                    "rank " + std::to_string(hello.rank()) +
-                        " already has a submitting client (pid " + std::to_string(submitter_pid) +
-                        ", since " + clock_time(submitter_since) +
+                    "rank " + std::to_string(rank) + " already has a submitting client (pid " +
+                        std::to_string(local.submitter_pid) + ", since " +
+                        clock_time(local.submitter_since) +
                         "); a rank takes ops from one client at a time, so that every rank "
                         "pairs the same ops");
     }
-    submitter = session.get();
-    submitted = 0;
-    submitter_pid = net::peer_credentials(session->socket().native_handle()).pid;
-    submitter_since = std::chrono::system_clock::now();
-    spdlog::info("rank {}: ops now come from the client with pid {}", hello.rank(), submitter_pid);
+    local.submitter = session.get();
+    local.submitted = 0;
+    if (local.left) local.owed.clear();
+    local.left = false;
+    local.submitter_pid = net::peer_credentials(session->socket().native_handle()).pid;
+    local.submitter_since = std::chrono::system_clock::now();
+    spdlog::info("rank {}: ops now come from the client with pid {}", rank, local.submitter_pid);
     return {};
   }
 
   void end(const std::shared_ptr<ClientSession>& session) {
-    if (submitter == session.get()) {
-      spdlog::info("rank {}: the submitting client (pid {}) left", hello.rank(), submitter_pid);
-      submitter = nullptr;
+    for (int index = 0; index < static_cast<int>(locals.size()); ++index) {
+      LocalRank& local = locals[index];
+      if (local.submitter != session.get()) continue;
+      spdlog::info("rank {}: the submitting client (pid {}) left", hello.rank() + index,
+                   local.submitter_pid);
+      local.submitter = nullptr;
+      local.left = true;
+      // The other local ranks' ops that wait for one of its own fail now, not at their timeout.
+      if (local.waiting.empty() && some_local_rank_waits()) {
+        asio::post(acceptor.get_executor(), [weak = weak_from_this(), index,
+                                             pid = local.submitter_pid] {
+          const auto self = weak.lock();
+          if (!self || self->locals[index].submitter != nullptr) return;
+          self->fail_incomplete(ErrorCode::aborted, "left (its client, pid " + std::to_string(pid) +
+                                                        ", went) before submitting it");
+        });
+      }
     }
     asio::error_code ignored;
     session->socket().close(ignored);
@@ -323,10 +501,10 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   const OpRunner run;
   const StatusSource status_source;
   std::map<const ClientSession*, std::shared_ptr<ClientSession>> sessions;
-  ClientSession* submitter = nullptr;
-  std::uint64_t submitted = 0;  // ops of the submitting client so far
-  int submitter_pid = 0;
-  std::chrono::system_clock::time_point submitter_since;
+  std::vector<LocalRank> locals;
+  std::uint64_t batches = 0;        // places of the streams run or failed, in all generations
+  asio::steady_timer gather_timer;  // for the place some local ranks have reached
+  std::uint64_t gather_armed_for = ~std::uint64_t{0};  // the value of `batches` it was armed at
 };
 
 ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, int client_uid,
@@ -348,8 +526,20 @@ void ClientServer::new_generation(proto::DaemonHello hello, proto::GroupPlan pla
   state_->hello = std::move(hello);
   state_->plan = std::move(plan);
   state_->between_generations = false;
-  // The submitting client's stream starts again: ops pair by their place in it.
-  state_->submitted = 0;
+  // The submitting clients' streams start again: ops pair by their place in them. An op that
+  // waited for the other local ranks' fails: its place belonged to the generation before.
+  ++state_->batches;
+  for (LocalRank& local : state_->locals) {
+    local.submitted = 0;
+    local.owed.clear();
+    local.left = false;
+    for (const PendingOp& op : std::exchange(local.waiting, {})) {
+      (void)op.session->reply(State::failure(
+          op, Status(ErrorCode::group_changed,
+                     "the group moved to generation " + std::to_string(state_->hello.generation()) +
+                         " while this op waited for the other local ranks'")));
+    }
+  }
   for (const auto& waiting : std::exchange(state_->awaiting_hello, {})) {
     const std::shared_ptr<ClientSession> session = waiting.lock();
     if (session && state_->sessions.contains(session.get()) && !state_->greet(*session)) {

@@ -163,6 +163,11 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   if (Status status = net::parse_host_port(first.join().data_address(), address); !status.ok()) {
     return invalid("bad data address: " + status.message());
   }
+  if (const int local_ranks = first.join().local_ranks();
+      local_ranks < 0 || local_ranks > kMaxLocalRanks) {
+    return invalid("serves " + std::to_string(local_ranks) + " local ranks, not 1 to " +
+                   std::to_string(kMaxLocalRanks));
+  }
   if (first.join().has_running()) return admit_running(id, connection, first.join(), now);
   // While a running generation is adopted, a newcomer waits: it is in the next generation if
   // that one does not come back whole. One that joins a generation smaller than the group makes
@@ -402,6 +407,7 @@ void Membership::form_group() {
     proto::Peer& peer = *peers.Add();
     peer.set_rank(rank);
     peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
+    peer.set_local_ranks(std::max(connections_.at(by_rank_[rank]).join->local_ranks(), 1));
   }
   std::vector<std::string> addresses;
   for (const proto::Peer& peer : peers) addresses.push_back(peer.data_address());
@@ -451,6 +457,10 @@ void Membership::publish() {
     plan_.history.push_back({plan_.table_version, 0,
                              "--start-allreduce: " + std::string(name(start.algorithm)) + " from " +
                                  std::to_string(start.from_bytes) + " B"});
+  }
+  plan_.local_ranks.clear();
+  for (const ConnectionId member : by_rank_) {
+    plan_.local_ranks.push_back(std::max(connections_.at(member).join->local_ranks(), 1));
   }
   refiner_.emplace(plan_, config_.explore_every);
   proposed_.reset();

@@ -29,8 +29,9 @@ Status mesh_plan_from(const proto::Assignment& assignment, MeshPlan& plan) {
     return bad("lists " + std::to_string(assignment.peers_size()) + " peers in a group of " +
                std::to_string(p));
   }
-  plan = {assignment.rank(), p, assignment.generation(), std::vector<net::HostPort>(p)};
+  plan = {assignment.rank(), p, assignment.generation(), std::vector<net::HostPort>(p), {}};
   std::vector<bool> listed(p, false);
+  std::vector<int> local_ranks(p, 1);
   for (const proto::Peer& peer : assignment.peers()) {
     const int rank = peer.rank();
     if (rank < 0 || rank >= p || listed[rank]) {
@@ -41,7 +42,11 @@ Status mesh_plan_from(const proto::Assignment& assignment, MeshPlan& plan) {
     if (Status parsed = net::parse_host_port(peer.data_address(), plan.peers[rank]); !parsed.ok()) {
       return bad("gives rank " + std::to_string(rank) + " a bad data address: " + parsed.message());
     }
+    local_ranks[rank] = peer.local_ranks() == 0 ? 1 : peer.local_ranks();  // 0: unset
   }
+  if (Status layout = check_layout(local_ranks); !layout.ok())
+    return bad("is wrong: " + layout.message());
+  plan.layout = HostLayout(std::move(local_ranks));
   return {};
 }
 

@@ -1,12 +1,13 @@
 // What a worker needs from its assignment to form its data mesh: its rank, the group's size and
-// generation, and every rank's data address. Read from the coordinator's message and checked field
-// by field first, since an assignment that lies (a world size of two billion, a rank outside the
-// group, a peer table with holes) would otherwise size memory or index tables with it.
+// generation, every rank's data address and local ranks. Read from the coordinator's message and
+// checked field by field first, since an assignment that lies (a world size of two billion, a rank
+// outside the group, a peer table with holes) would otherwise size memory or index tables with it.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "collective/host_layout.h"
 #include "collective/status.h"
 #include "gradsync.pb.h"
 #include "net/socket.h"
@@ -18,6 +19,7 @@ struct MeshPlan {
   int world_size = 1;
   std::uint64_t generation = 0;
   std::vector<net::HostPort> peers;  // by rank
+  HostLayout layout;                 // the ranks each worker's daemon serves
 };
 
 // A protocol error naming the first field that is wrong.

@@ -7,6 +7,7 @@
 #include "collective/plan_choice.h"
 #include "collective/wire_type.h"
 #include "config/knobs.h"
+#include "daemon/host_op.h"
 #include "proto/convert.h"
 
 namespace gradsync::daemon {
@@ -17,10 +18,11 @@ Status invalid(const std::string& message) { return Status(ErrorCode::invalid_ar
 
 }  // namespace
 
-Status prepare_op(const PendingOp& pending, int world_size, const GroupPlan& plan,
+Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
                   std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
                   std::uint64_t& table_bytes) {
   table_bytes = 0;
+  const int world_size = layout.world_size();
   const proto::SubmitOp& op = pending.op;
   const auto collective = from_proto(op.collective());
   const auto dtype = from_proto(op.dtype());
@@ -64,8 +66,9 @@ Status prepare_op(const PendingOp& pending, int world_size, const GroupPlan& pla
     return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
                    std::to_string(pending.region->size()));
   }
-  // The table is indexed by the bytes that cross the network.
-  const std::uint64_t wire_bytes = data_bytes(shape) / shape.element_size * element_size(wire);
+  // The table is of ops between hosts, indexed by the bytes that cross the network.
+  const OpShape between = shape_between_hosts(shape, layout);
+  const std::uint64_t wire_bytes = data_bytes(between) / between.element_size * element_size(wire);
   Algorithm algorithm = algorithm_for_op(plan, *collective, wire_bytes, options.op_id);
   if (const auto requested = from_proto(op.algorithm())) {
     algorithm = *requested;
@@ -85,6 +88,7 @@ Status prepare_op(const PendingOp& pending, int world_size, const GroupPlan& pla
                         shape.count,
                         pending.stream_sequence};
   if (wire != *dtype) options.descriptor.wire = wire;
+  options.average_over = world_size;
   options.deadline = net::Deadline::after(std::chrono::milliseconds(
       op.timeout_ms() > 0 ? op.timeout_ms() : knobs::kOpTimeoutMs.default_value));
   return {};

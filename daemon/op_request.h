@@ -7,16 +7,17 @@
 #include <optional>
 
 #include "collective/group_plan.h"
+#include "collective/host_layout.h"
 #include "daemon/client_server.h"
 #include "engine/executor.h"
 
 namespace gradsync::daemon {
 
 // Fills `options` (the op's descriptor and deadline; its op_id set) and `shape` for `pending` in a
-// group of `world_size`; `forced` is the worker's --algorithm, for ops that ask for auto.
-// `table_bytes` receives the bytes the plan chose the algorithm by, 0 where the request or the
-// worker forced it.
-Status prepare_op(const PendingOp& pending, int world_size, const GroupPlan& plan,
+// group of `layout`'s ranks; `forced` is the worker's --algorithm, for ops that ask for auto.
+// The algorithm is the one for the op between hosts (host_op.h). `table_bytes` receives the
+// bytes the plan chose it by, 0 where the request or the worker forced it.
+Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
                   std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
                   std::uint64_t& table_bytes);
 

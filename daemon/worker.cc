@@ -19,6 +19,7 @@
 #include "daemon/client_server.h"
 #include "daemon/control_channel.h"
 #include "daemon/data_mesh.h"
+#include "daemon/host_op.h"
 #include "daemon/join_proofs.h"
 #include "daemon/link_prober.h"
 #include "daemon/op_request.h"
@@ -77,6 +78,7 @@ class Worker {
     std::unique_ptr<engine::PeerMesh> mesh;
     proto::GroupPlan plan_message;
     GroupPlan plan;
+    HostLayout layout;
     std::uint64_t channel_serial = 0;  // which control channel's loss ends it
   };
 
@@ -106,9 +108,9 @@ class Worker {
     }
     serving_since_ = std::chrono::steady_clock::now();
     server_.emplace(
-        op_io_, std::move(client_listener), config_.client_uid, hello_for(first.assignment),
-        first.plan_message, [this](const PendingOp& op) { return run_op(op); },
-        [this] { return describe_self(); });
+        op_io_, std::move(client_listener), config_.client_uid,
+        hello_for(first.assignment, first.layout), first.plan_message,
+        [this](const LocalOps& ops) { return run_ops(ops); }, [this] { return describe_self(); });
     install(std::move(first));
     watchdog_.emplace(control_io);
     watch_op_thread();
@@ -160,7 +162,14 @@ class Worker {
     if (status.ok()) status = check_coordinator(message.assignment());
     MeshPlan plan;
     if (status.ok()) status = mesh_plan_from(message.assignment(), plan);
+    if (status.ok() && plan.layout.local_ranks(plan.rank) != config_.local_ranks) {
+      status = Status(
+          ErrorCode::protocol_error,
+          "the coordinator counts " + std::to_string(plan.layout.local_ranks(plan.rank)) +
+              " local ranks for this worker, which serves " + std::to_string(config_.local_ranks));
+    }
     if (!status.ok()) return status;
+    formed.layout = plan.layout;
     assigned = true;
     formed.assignment = message.assignment();
     spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
@@ -180,10 +189,15 @@ class Worker {
     return {};
   }
 
-  static proto::DaemonHello hello_for(const proto::Assignment& assignment) {
+  // Local rank 0's hello (the server makes the others').
+  static proto::DaemonHello hello_for(const proto::Assignment& assignment,
+                                      const HostLayout& layout) {
     proto::DaemonHello hello;
-    hello.set_rank(assignment.rank());
-    hello.set_world_size(assignment.world_size());
+    hello.set_rank(layout.first_rank(assignment.rank()));
+    hello.set_world_size(layout.world_size());
+    hello.set_local_ranks(layout.local_ranks(assignment.rank()));
+    hello.set_host(assignment.rank());
+    hello.set_hosts(layout.hosts());
     hello.set_generation(assignment.generation());
     for (const int cpu : net::allowed_cpus()) hello.add_cpus(cpu);
     return hello;
@@ -215,11 +229,12 @@ class Worker {
     assignment_ = std::move(formed.assignment);
     mesh_ = std::move(formed.mesh);
     plan_ = std::move(formed.plan);
+    layout_ = std::move(formed.layout);
     rank_ = assignment_.rank();
     table_gate_.reset(assignment_.generation());
     op_times_.clear();
     ops_served_before_ = ops_served_;
-    server_->new_generation(hello_for(assignment_), std::move(formed.plan_message));
+    server_->new_generation(hello_for(assignment_, layout_), std::move(formed.plan_message));
     spdlog::info("worker rank {}: serving clients on {} (generation {})", rank_,
                  config_.socket_path, assignment_.generation());
     serve_channel(formed.channel_serial);
@@ -579,6 +594,7 @@ class Worker {
     join.set_data_address((host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
                           std::to_string(data_port_number_));
     join.set_requested_rank(config_.requested_rank);
+    join.set_local_ranks(config_.local_ranks);
     if (previous_rank >= 0) join.set_previous_rank(previous_rank);
     if (running != nullptr) {
       proto::Assignment& kept = *join.mutable_running();
@@ -609,20 +625,19 @@ class Worker {
                       "another secret)");
   }
 
-  proto::DaemonToClient run_op(const PendingOp& pending) {
+  // Runs one op of every local rank as one op between hosts (host_op.h).
+  std::vector<proto::DaemonToClient> run_ops(const LocalOps& local_ops) {
+    const auto start = net::Clock::now();
     if (mesh_ == nullptr) {
-      // The group is between generations: the op fails at once, saying why.
-      proto::DaemonToClient reply;
-      reply.mutable_result()->set_request_id(pending.op.request_id());
-      to_proto(Status(generation_end_.code(), "rank " + std::to_string(rank_) + ": generation " +
-                                                  std::to_string(assignment_.generation()) +
-                                                  " ended (" + generation_end_.message() +
-                                                  "); the group is forming the next"),
-               *reply.mutable_result()->mutable_status());
-      return reply;
+      // The group is between generations: the ops fail at once, saying why.
+      return replies(local_ops,
+                     Status(generation_end_.code(),
+                            "host " + std::to_string(rank_) + ": generation " +
+                                std::to_string(assignment_.generation()) + " ended (" +
+                                generation_end_.message() + "); the group is forming the next"),
+                     Algorithm::ring, start);
     }
     engine::PeerMesh& mesh = *mesh_;
-    const auto start = net::Clock::now();
     engine::ExecuteOptions options;
     options.op_id = mesh.next_op_id();
     options.segment_bytes = config_.segment_bytes;
@@ -634,46 +649,81 @@ class Worker {
     std::optional<GroupPlan> switched;
     Status status = table_gate_.admit(options.op_id, switched);
     if (switched) take_table_version(std::move(*switched), options.op_id);
-    if (status.ok()) {
-      status = prepare_op(pending, mesh.world_size(), plan_, config_.algorithm, options, shape,
-                          table_bytes);
-    }
+    if (status.ok()) status = local_ops.missing;
+    if (status.ok()) status = prepare_local_ops(local_ops, options, shape, table_bytes);
     if (!status.ok()) {
-      status = Status(status.code(), "rank " + std::to_string(rank_) + ": " + status.message());
       engine::announce_failure(mesh, options, status);
     } else if (abort_.raised()) {
       status = abort_.reason();
     } else {
-      std::byte* base = pending.region ? pending.region->data() : nullptr;
-      const engine::OpBuffers buffers{base, base != nullptr ? base + data_bytes(shape) : nullptr};
+      std::vector<std::byte*> regions;
+      for (const PendingOp& op : local_ops.ops) {
+        regions.push_back(op.region ? op.region->data() : nullptr);
+      }
+      HostOp host_op(shape, options.descriptor.dtype, options.descriptor.op, layout_, rank_,
+                     std::move(regions), staging_);
+      host_op.gather();
       op_watch_.op_began(options.deadline.when());
       const auto began = net::Clock::now();
-      status = engine::execute(build_schedule(shape, options.descriptor.algorithm, mesh.rank()),
-                               buffers, mesh, options);
+      status = engine::execute(
+          build_schedule(host_op.between_hosts(), options.descriptor.algorithm, mesh.rank()),
+          host_op.buffers(), mesh, options);
+      const double between_hosts_us =
+          std::chrono::duration<double, std::micro>(net::Clock::now() - began).count();
       op_watch_.op_ended();
-      if (status.ok() && table_bytes > 0 && shape.collective == Collective::allreduce) {
-        if (op_times_.record(
-                table_bytes, options.descriptor.algorithm,
-                std::chrono::duration<double, std::micro>(net::Clock::now() - began).count())) {
-          asio::post(*control_io_, [this] { report_op_times(); });
-        }
+      if (status.ok()) host_op.scatter();
+      if (status.ok() && table_bytes > 0 && shape.collective == Collective::allreduce &&
+          op_times_.record(table_bytes, options.descriptor.algorithm, between_hosts_us)) {
+        asio::post(*control_io_, [this] { report_op_times(); });
       }
     }
-    const double elapsed_us =
-        std::chrono::duration<double, std::micro>(net::Clock::now() - start).count();
     ++ops_served_;
     if (!status.ok()) {
       ++ops_failed_;
-      spdlog::warn("rank {}: op {} '{}' ({}) failed: {}", rank_, options.op_id, pending.op.name(),
-                   options.descriptor.to_string(), status.to_string());
+      spdlog::warn("host {}: op {} '{}' ({}) failed: {}", rank_, options.op_id,
+                   local_ops.ops.front().op.name(), options.descriptor.to_string(),
+                   status.to_string());
     }
-    proto::DaemonToClient reply;
-    proto::OpResult& result = *reply.mutable_result();
-    result.set_request_id(pending.op.request_id());
-    to_proto(status, *result.mutable_status());
-    result.set_algorithm(to_proto(options.descriptor.algorithm));
-    result.set_elapsed_us(elapsed_us);
-    return reply;
+    return replies(local_ops, status, options.descriptor.algorithm, start);
+  }
+
+  // Checks every local rank's op and that they are the same op; fills the op's options, its
+  // shape (of every host's ranks) and the bytes the table chose its algorithm by.
+  Status prepare_local_ops(const LocalOps& local_ops, engine::ExecuteOptions& options,
+                           OpShape& shape, std::uint64_t& table_bytes) const {
+    const int first = layout_.first_rank(rank_);
+    for (std::size_t index = 0; index < local_ops.ops.size(); ++index) {
+      const PendingOp& op = local_ops.ops[index];
+      const std::string rank = "rank " + std::to_string(first + op.local_rank);
+      engine::ExecuteOptions mine = options;
+      Status status = prepare_op(op, layout_, plan_, config_.algorithm, mine, shape, table_bytes);
+      if (!status.ok()) return Status(status.code(), rank + ": " + status.message());
+      if (index == 0) {
+        options = mine;
+      } else if (mine.descriptor != options.descriptor) {
+        return Status(ErrorCode::mismatch,
+                      "rank " + std::to_string(first + local_ops.ops.front().local_rank) +
+                          " submitted " + options.descriptor.to_string() + ", " + rank +
+                          " submitted " + mine.descriptor.to_string());
+      }
+    }
+    return {};
+  }
+
+  static std::vector<proto::DaemonToClient> replies(const LocalOps& local_ops, const Status& status,
+                                                    Algorithm algorithm,
+                                                    net::Clock::time_point start) {
+    const double elapsed_us =
+        std::chrono::duration<double, std::micro>(net::Clock::now() - start).count();
+    std::vector<proto::DaemonToClient> replies(local_ops.ops.size());
+    for (std::size_t index = 0; index < replies.size(); ++index) {
+      proto::OpResult& result = *replies[index].mutable_result();
+      result.set_request_id(local_ops.ops[index].op.request_id());
+      to_proto(status, *result.mutable_status());
+      result.set_algorithm(to_proto(algorithm));
+      result.set_elapsed_us(elapsed_us);
+    }
+    return replies;
   }
 
   // On the op thread: `plan`, a new table version, runs from op `op_id` on.
@@ -701,6 +751,8 @@ class Worker {
   proto::Assignment assignment_;
   std::unique_ptr<engine::PeerMesh> mesh_;  // null between generations
   GroupPlan plan_;
+  HostLayout layout_;
+  std::vector<std::byte> staging_;  // for ops between hosts that cannot run in a client's region
   int rank_ = -1;
   Status generation_end_;                 // why the last generation ended
   std::uint64_t channel_serial_ = 0;      // counts control channels, under stop_mutex_

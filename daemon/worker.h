@@ -20,7 +20,8 @@ struct WorkerConfig {
   std::string advertise_host;  // empty: the local address of the connection to the coordinator
   std::string socket_path;
   int requested_rank = -1;
-  std::optional<Algorithm> algorithm;  // forced for every op that asks for auto
+  int local_ranks = knobs::kLocalRanks.default_value;  // clients' ranks this daemon serves
+  std::optional<Algorithm> algorithm;                  // forced for every op that asks for auto
   std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
   std::chrono::microseconds spin{knobs::kSpinUs.default_value};
   std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};

@@ -167,9 +167,10 @@ class OpRun {
       round_to_wire(schedule_.result);
     }
     if (collective == Collective::allreduce || collective == Collective::reduce_scatter) {
-      finalize_average(options_.descriptor.dtype, options_.descriptor.op, locate(schedule_.result),
-                       schedule_.result.length / schedule_.shape.element_size,
-                       schedule_.shape.world_size);
+      finalize_average(
+          options_.descriptor.dtype, options_.descriptor.op, locate(schedule_.result),
+          schedule_.result.length / schedule_.shape.element_size,
+          options_.average_over > 0 ? options_.average_over : schedule_.shape.world_size);
     }
     return {};
   }

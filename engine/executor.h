@@ -42,6 +42,9 @@ struct ExecuteOptions {
   // A peer whose frame this rank is reading and that sends no byte of it for this long is lost:
   // its stream can no longer be trusted, and waiting for the op's deadline would hold every rank.
   std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};
+  // The ranks an average is over; 0: the schedule's. More where each rank of the schedule carries
+  // the sum of several (a host's local ranks).
+  int average_over = 0;
 };
 
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,

@@ -112,6 +112,7 @@ void to_proto(const GroupPlan& plan, proto::GroupPlan& out) {
     entry.set_from_op(change.from_op);
     entry.set_why(change.why);
   }
+  for (const int ranks : plan.local_ranks) out.add_local_ranks(ranks);
 }
 
 Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
@@ -208,6 +209,16 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
   }
   for (const proto::TableChange& entry : message.history()) {
     plan.history.push_back({entry.version(), entry.from_op(), entry.why()});
+  }
+  if (message.local_ranks_size() > 0) {
+    plan.local_ranks.assign(message.local_ranks().begin(), message.local_ranks().end());
+    if (message.local_ranks_size() != p) {
+      return invalid(std::to_string(message.local_ranks_size()) +
+                     " hosts' local ranks in a group of " + std::to_string(p) + " hosts");
+    }
+    if (Status layout = check_layout(plan.local_ranks); !layout.ok()) {
+      return invalid(layout.message());
+    }
   }
   return {};
 }

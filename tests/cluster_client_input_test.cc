@@ -277,7 +277,7 @@ TEST(ClusterClientInput, AProcessCannotOpenConnectionsWithoutEnd) {
     EXPECT_EQ(error.code(), ErrorCode::invalid_argument) << error.what();
     EXPECT_NE(
         std::string(error.what())
-            .find("already holds 64 connections to rank 0's daemon, as many as one process may"),
+            .find("already holds 64 connections to host 0's daemon, as many as one process may"),
         std::string::npos)
         << error.what();
   }

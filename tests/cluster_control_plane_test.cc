@@ -258,7 +258,7 @@ TEST(ClusterControlPlane, AClientOfAnotherUserIsRefusedUnlessNamed) {
       EXPECT_EQ(as_nobody.exit_code, 0) << as_nobody.err;
     } else {
       EXPECT_NE(as_nobody.exit_code, 0);
-      EXPECT_NE(as_nobody.err.find("rank 0's daemon runs as uid 0 and serves no client of uid "
+      EXPECT_NE(as_nobody.err.find("host 0's daemon runs as uid 0 and serves no client of uid "
                                    "65534"),
                 std::string::npos)
           << as_nobody.out << as_nobody.err;

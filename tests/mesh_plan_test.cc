@@ -33,6 +33,16 @@ TEST(MeshPlan, AGoodAssignmentGivesEveryRanksAddress) {
   EXPECT_EQ(plan.generation, 1u);
   ASSERT_EQ(plan.peers.size(), 3u);
   EXPECT_EQ(plan.peers[2].to_string(), "127.0.0.1:5002");
+  EXPECT_EQ(plan.layout, HostLayout::flat(3));  // no local ranks listed: one each
+}
+
+TEST(MeshPlan, EachWorkersLocalRanksMakeTheLayout) {
+  proto::Assignment assignment = assignment_of(3, 1);
+  assignment.mutable_peers(0)->set_local_ranks(2);
+  assignment.mutable_peers(2)->set_local_ranks(3);
+  MeshPlan plan;
+  ASSERT_TRUE(mesh_plan_from(assignment, plan).ok());
+  EXPECT_EQ(plan.layout, HostLayout({2, 1, 3}));
 }
 
 // Each lie is refused with a protocol error naming what is wrong; before the check, a world size
@@ -54,6 +64,10 @@ TEST(MeshPlan, EveryBadFieldIsRefusedNamingIt) {
        "gives rank 2 a bad data address"},
       {[](auto& a) { a.mutable_peers(2)->set_data_address("127.0.0.1:99999"); },
        "gives rank 2 a bad data address"},
+      {[](auto& a) { a.mutable_peers(1)->set_local_ranks(-3); },
+       "is wrong: host 1 serves -3 local ranks, not 1 to 64"},
+      {[](auto& a) { a.mutable_peers(1)->set_local_ranks(65); },
+       "is wrong: host 1 serves 65 local ranks"},
   };
   for (const auto& [lie, expected] : lies) {
     proto::Assignment assignment = assignment_of(4, 2);

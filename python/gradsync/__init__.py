@@ -43,8 +43,16 @@ __all__ = [
 def socket_from_environment():
     """The daemon socket this process should use: GRADSYNC_SOCKET, else entry LOCAL_RANK (default
     0) of the comma-separated GRADSYNC_SOCKETS that `gradsync local` exports."""
+    return _daemon_from_environment()[0]
+
+
+def _daemon_from_environment():
+    """The daemon socket, and which of that daemon's local ranks this process is: LOCAL_RANK
+    itself (None: the client library reads it) for a host's daemon named by GRADSYNC_SOCKET; for
+    GRADSYNC_SOCKETS, which lists a daemon that serves several local ranks once for each, how many
+    entries before this process's name the same daemon."""
     if os.environ.get("GRADSYNC_SOCKET"):
-        return os.environ["GRADSYNC_SOCKET"]
+        return os.environ["GRADSYNC_SOCKET"], None
     sockets = [s for s in os.environ.get("GRADSYNC_SOCKETS", "").split(",") if s]
     if not sockets:
         raise InvalidArgument("no daemon socket: set GRADSYNC_SOCKET, or run under "
@@ -53,7 +61,7 @@ def socket_from_environment():
     if not 0 <= local_rank < len(sockets):
         raise InvalidArgument(f"LOCAL_RANK {local_rank} has no entry in GRADSYNC_SOCKETS "
                               f"({len(sockets)} sockets)")
-    return sockets[local_rank]
+    return sockets[local_rank], sockets[:local_rank].count(sockets[local_rank])
 
 
 class Work:
@@ -119,18 +127,32 @@ class Work:
 class Client:
     """A connection to the local gradsync daemon: one rank's op stream."""
 
-    def __init__(self, socket=None, timeout=None):
-        """Connects within `timeout` seconds (None: the client library's default)."""
-        self.socket = socket or socket_from_environment()
-        self._client = _gradsync.Client(self.socket, timeout)
+    def __init__(self, socket=None, timeout=None, local_rank=None):
+        """Connects within `timeout` seconds (None: the client library's default) as the daemon's
+        local rank `local_rank` (None: as the environment says; see README "Local ranks")."""
+        if socket is None:
+            socket, from_environment = _daemon_from_environment()
+            local_rank = from_environment if local_rank is None else local_rank
+        self.socket = socket
+        self._client = _gradsync.Client(self.socket, timeout, local_rank)
 
     @property
     def rank(self):
+        """Global: the ranks of the hosts before this one's, plus this client's local rank."""
         return self._client.rank
 
     @property
     def world_size(self):
         return self._client.world_size
+
+    @property
+    def local_rank(self):
+        return self._client.local_rank
+
+    @property
+    def local_world_size(self):
+        """How many ranks this client's daemon serves."""
+        return self._client.local_world_size
 
     @property
     def generation(self):

@@ -257,14 +257,20 @@ PYBIND11_MODULE(_gradsync, module) {
       .def_property_readonly("elapsed_us", &Handle::elapsed_us);
 
   py::class_<Client>(module, "Client")
-      .def(py::init([](const std::string& socket, std::optional<double> timeout_s) {
-             if (!timeout_s) return Client::connect(socket);  // the library's default
-             return Client::connect(socket, std::chrono::milliseconds(
-                                                static_cast<long long>(*timeout_s * 1000 + 0.5)));
+      .def(py::init([](const std::string& socket, std::optional<double> timeout_s,
+                       std::optional<int> local_rank) {
+             // Without a timeout, the library's default.
+             const std::chrono::milliseconds timeout =
+                 timeout_s
+                     ? std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000 + 0.5))
+                     : std::chrono::seconds(30);
+             return Client::connect(socket, timeout, local_rank);
            }),
-           py::arg("socket"), py::arg("timeout"), Release())
+           py::arg("socket"), py::arg("timeout"), py::arg("local_rank"), Release())
       .def_property_readonly("rank", &Client::rank)
       .def_property_readonly("world_size", &Client::world_size)
+      .def_property_readonly("local_rank", &Client::local_rank)
+      .def_property_readonly("local_world_size", &Client::local_world_size)
       .def_property_readonly("generation", &Client::generation)
       .def(
           "group",

@@ -14,23 +14,27 @@ BIN = os.environ.get("GRADSYNC_BIN", os.path.join(os.path.dirname(__file__), "..
 
 
 class Group:
-    """`gradsync local --workers p` for the length of a test module or test."""
+    """`gradsync local --workers p --local-ranks l` for the length of a test module or test;
+    sockets lists each worker's once for each of its local ranks, in rank order."""
 
-    def __init__(self, workers):
+    def __init__(self, workers, local_ranks=1):
         self.process = subprocess.Popen(
-            [os.path.join(BIN, "gradsync"), "local", "--workers", str(workers)],
+            [os.path.join(BIN, "gradsync"), "local", "--workers", str(workers),
+             "--local-ranks", str(local_ranks)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True)
+        ranks = workers * local_ranks
         self.sockets = []
         for line in self.process.stdout:
             if line.startswith("rank "):
                 self.sockets.append(line.split(": ", 1)[1].strip())
-            if len(self.sockets) == workers:
+            if len(self.sockets) == ranks:
                 break
-        if len(self.sockets) != workers:
+        if len(self.sockets) != ranks:
             self.stop()
             raise RuntimeError("gradsync local did not start")
-        self.clients = [gradsync.Client(socket) for socket in self.sockets]
+        self.clients = [gradsync.Client(socket, local_rank=self.sockets[:rank].count(socket))
+                        for rank, socket in enumerate(self.sockets)]
 
     @property
     def size(self):
@@ -77,5 +81,13 @@ def group3():
 @pytest.fixture
 def group2():
     group = Group(2)
+    yield group
+    group.stop()
+
+
+@pytest.fixture
+def hosts2x2():
+    """Two daemons of two local ranks each."""
+    group = Group(2, local_ranks=2)
     yield group
     group.stop()

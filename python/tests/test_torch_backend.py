@@ -28,3 +28,9 @@ def test_a_process_whose_daemon_has_another_rank_is_told_so(group2, tmp_path):
     outputs = run_ranks(group2, tmp_path, lambda rank: {"LOCAL_RANK": str(1 - rank)})
     for output in outputs:
         assert "talks to a gradsync daemon of rank" in output, output
+
+
+def test_every_collective_and_ddp_match_gloo_with_two_ranks_per_daemon(hosts2x2, tmp_path):
+    # GRADSYNC_SOCKETS lists each daemon twice: LOCAL_RANK 3 is the second daemon's local rank 1.
+    for output in run_ranks(hosts2x2, tmp_path):
+        assert output.strip().endswith("ok"), output

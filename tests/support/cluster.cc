@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "cli/connect_clients.h"
+
 namespace gradsync::testing {
 
 TestCluster start_cluster(int workers, const std::string& algorithm, std::size_t segment_bytes,
@@ -22,9 +24,7 @@ TestCluster start_cluster(cli::LocalClusterOptions options) {
   const Status status = cli::LocalCluster::start(options, result.cluster);
   EXPECT_TRUE(status.ok()) << status.to_string();
   if (!status.ok()) return result;
-  for (const std::string& socket : result.cluster->sockets()) {
-    result.clients.push_back(Client::connect(socket));
-  }
+  result.clients = cli::connect_clients(result.cluster->rank_sockets(), std::chrono::seconds(30));
   return result;
 }
 

@@ -14,11 +14,11 @@ namespace gradsync::testing {
 
 struct TestCluster {
   std::unique_ptr<cli::LocalCluster> cluster;
-  std::vector<Client> clients;  // clients[r] talks to rank r's daemon
+  std::vector<Client> clients;  // clients[r] is rank r, a client of its host's daemon
 };
 
 // Starts `workers` daemons (gradsyncd from GRADSYNC_DAEMON, the build's) and connects a client
-// to each; fails the current test on error.
+// for each rank (each daemon's local ranks); fails the current test on error.
 TestCluster start_cluster(int workers, const std::string& algorithm = "",
                           std::size_t segment_bytes = 0,
                           const std::vector<std::string>& coordinator_flags = {});

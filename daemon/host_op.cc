@@ -1,0 +1,214 @@
+#include "daemon/host_op.h"
+
+#include <cstring>
+
+#include "collective/reduce_kernels.h"
+
+namespace gradsync::daemon {
+
+namespace {
+
+// The elements host `host` carries in a reduce-scatter or all-gather: its ranks' chunks, which
+// are contiguous because ranks are host-major.
+Chunk part_of(const OpShape& global, const HostLayout& layout, int host) {
+  const int first = layout.first_rank(host);
+  const Chunk begin = balanced_chunk(global.count, layout.world_size(), first);
+  const Chunk last =
+      balanced_chunk(global.count, layout.world_size(), first + layout.local_ranks(host) - 1);
+  return {begin.offset, last.end() - begin.offset};
+}
+
+// Whether the op between hosts cannot run in a local rank's region.
+bool needs_staging(const OpShape& global, const HostLayout& layout) {
+  switch (global.collective) {
+    case Collective::reduce_scatter:
+    case Collective::allgather:
+      for (int host = 0; host < layout.hosts(); ++host) {
+        if (part_of(global, layout, host) != balanced_chunk(global.count, layout.hosts(), host)) {
+          return true;
+        }
+      }
+      return false;
+    case Collective::alltoall:
+      return !layout.flat();
+    default:
+      return false;
+  }
+}
+
+void copy_bytes(std::byte* to, const std::byte* from, std::uint64_t bytes) {
+  if (bytes > 0 && to != from) std::memcpy(to, from, bytes);
+}
+
+}  // namespace
+
+OpShape shape_between_hosts(const OpShape& global, const HostLayout& layout) {
+  OpShape between = global;
+  between.world_size = layout.hosts();
+  if (global.collective == Collective::broadcast) between.root = layout.host_of(global.root);
+  if (!needs_staging(global, layout)) return between;
+  if (global.collective == Collective::alltoall) {
+    const auto most = static_cast<std::uint64_t>(layout.most_local_ranks());
+    between.count = most * most * global.count;
+  } else {
+    std::uint64_t longest = 0;
+    for (int host = 0; host < layout.hosts(); ++host) {
+      longest = std::max(longest, part_of(global, layout, host).count);
+    }
+    between.count = longest * static_cast<std::uint64_t>(layout.hosts());
+  }
+  return between;
+}
+
+HostOp::HostOp(const OpShape& global, DataType dtype, ReduceOp op, const HostLayout& layout,
+               int host, std::vector<std::byte*> regions, std::vector<std::byte>& staging)
+    : global_(global),
+      between_(shape_between_hosts(global, layout)),
+      dtype_(dtype),
+      op_(op),
+      layout_(layout),
+      host_(host),
+      first_(layout.first_rank(host)),
+      regions_(std::move(regions)) {
+  if (staged()) {
+    block_ = global_.collective == Collective::alltoall
+                 ? between_.count
+                 : between_.count / static_cast<std::uint64_t>(layout.hosts());
+    const std::uint64_t bytes = data_bytes(between_) + output_bytes(between_);
+    if (staging.size() < bytes) staging.resize(bytes);
+    buffers_ = {staging.data(), staging.data() + data_bytes(between_)};
+    return;
+  }
+  std::byte* own = regions_.front();
+  if (global_.collective == Collective::broadcast && layout.host_of(global_.root) == host) {
+    own = regions_[global_.root - first_];
+  }
+  buffers_ = {own, own != nullptr ? own + data_bytes(global_) : nullptr};
+}
+
+bool HostOp::staged() const { return needs_staging(global_, layout_); }
+
+Chunk HostOp::host_part(int host) const { return part_of(global_, layout_, host); }
+
+std::byte* HostOp::at(std::byte* base, std::uint64_t elements) const {
+  return base + elements * global_.element_size;
+}
+
+void HostOp::gather() {
+  const int locals = static_cast<int>(regions_.size());
+  const std::size_t size = global_.element_size;
+  const auto reduce_into = [&](std::byte* to, const std::byte* from, std::uint64_t count) {
+    if (count > 0) reduce(dtype_, op_, to, to, from, count);
+  };
+  switch (global_.collective) {
+    case Collective::allreduce:
+      for (int local = 1; local < locals; ++local) {
+        reduce_into(regions_[0], regions_[local], global_.count);
+      }
+      return;
+    case Collective::reduce_scatter:
+      if (!staged()) {
+        for (int local = 1; local < locals; ++local) {
+          reduce_into(regions_[0], regions_[local], global_.count);
+        }
+        return;
+      }
+      for (int host = 0; host < layout_.hosts(); ++host) {
+        const Chunk part = host_part(host);
+        std::byte* block = at(buffers_.data, block_ * static_cast<std::uint64_t>(host));
+        copy_bytes(block, at(regions_[0], part.offset), part.count * size);
+        for (int local = 1; local < locals; ++local) {
+          reduce_into(block, at(regions_[local], part.offset), part.count);
+        }
+      }
+      return;
+    case Collective::allgather:
+      for (int local = staged() ? 0 : 1; local < locals; ++local) {
+        const Chunk mine = balanced_chunk(global_.count, layout_.world_size(), first_ + local);
+        std::byte* to = staged() ? at(buffers_.data, block_ * static_cast<std::uint64_t>(host_) +
+                                                         mine.offset - host_part(host_).offset)
+                                 : at(regions_[0], mine.offset);
+        copy_bytes(to, at(regions_[local], mine.offset), mine.count * size);
+      }
+      return;
+    case Collective::alltoall: {
+      if (!staged()) return;
+      const int most = layout_.most_local_ranks();
+      for (int host = 0; host < layout_.hosts(); ++host) {
+        for (int from = 0; from < locals; ++from) {
+          for (int to = 0; to < layout_.local_ranks(host); ++to) {
+            copy_bytes(
+                at(buffers_.data,
+                   block_ * host + static_cast<std::uint64_t>(from * most + to) * global_.count),
+                at(regions_[from], (layout_.first_rank(host) + to) * global_.count),
+                global_.count * size);
+          }
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void HostOp::scatter() {
+  const int locals = static_cast<int>(regions_.size());
+  const std::size_t size = global_.element_size;
+  switch (global_.collective) {
+    case Collective::allreduce:
+    case Collective::broadcast:
+      for (int local = 0; local < locals; ++local) {
+        copy_bytes(regions_[local], buffers_.data, global_.count * size);
+      }
+      return;
+    case Collective::reduce_scatter:
+      for (int local = 0; local < locals; ++local) {
+        const Chunk mine = balanced_chunk(global_.count, layout_.world_size(), first_ + local);
+        const std::byte* from = staged()
+                                    ? at(buffers_.data, block_ * static_cast<std::uint64_t>(host_) +
+                                                            mine.offset - host_part(host_).offset)
+                                    : at(regions_[0], mine.offset);
+        copy_bytes(at(regions_[local], mine.offset), from, mine.count * size);
+      }
+      return;
+    case Collective::allgather:
+      if (!staged()) {
+        for (int local = 1; local < locals; ++local) {
+          copy_bytes(regions_[local], regions_[0], global_.count * size);
+        }
+        return;
+      }
+      for (int host = 0; host < layout_.hosts(); ++host) {
+        const Chunk part = host_part(host);
+        for (int local = 0; local < locals; ++local) {
+          copy_bytes(at(regions_[local], part.offset),
+                     at(buffers_.data, block_ * static_cast<std::uint64_t>(host)),
+                     part.count * size);
+        }
+      }
+      return;
+    case Collective::alltoall: {
+      if (!staged()) return;
+      const int most = layout_.most_local_ranks();
+      // Each local rank's output follows its data: world size blocks of count elements.
+      const std::uint64_t output = static_cast<std::uint64_t>(layout_.world_size()) * global_.count;
+      for (int host = 0; host < layout_.hosts(); ++host) {
+        for (int from = 0; from < layout_.local_ranks(host); ++from) {
+          for (int to = 0; to < locals; ++to) {
+            copy_bytes(
+                at(regions_[to], output + (layout_.first_rank(host) + from) * global_.count),
+                at(buffers_.output,
+                   block_ * host + static_cast<std::uint64_t>(from * most + to) * global_.count),
+                global_.count * size);
+          }
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace gradsync::daemon

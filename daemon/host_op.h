@@ -1,0 +1,62 @@
+// One op of a host's local ranks, run as one op between hosts (DESIGN.md §1, the two-level
+// scheme), with the semantics of the same op in a flat group of every host's ranks:
+// - all-reduce: the local ranks' tensors are reduced into local rank 0's region, read straight
+//   from each region; the hosts all-reduce that region; every other local rank gets a copy.
+// - reduce-scatter and all-gather: a host carries its ranks' chunks, which are contiguous. Where
+//   the hosts' parts are the balanced partition between hosts (one rank per host, or even counts)
+//   the op runs in local rank 0's region; otherwise in a staging buffer of one equal block per
+//   host, each as long as the longest host's part.
+// - broadcast: the hosts broadcast from the root's region; every other local rank gets a copy.
+// - all-to-all: with one rank per host, in the region; otherwise every host sends each other one
+//   portion of (local ranks)² blocks, staged.
+// - barrier: between hosts, once every local rank has come.
+// Averages are over every rank: the executor divides by the layout's world size.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collective/host_layout.h"
+#include "collective/schedule.h"
+#include "engine/executor.h"
+
+namespace gradsync::daemon {
+
+// The shape of the op between hosts for `global`, an op of `layout.world_size()` ranks; the same
+// on every host.
+OpShape shape_between_hosts(const OpShape& global, const HostLayout& layout);
+
+class HostOp {
+ public:
+  // `regions`: each local rank's shared-memory region, by local rank (data at 0, all-to-all's
+  // output after it; null for an op without bytes). `staging` is kept from op to op.
+  HostOp(const OpShape& global, DataType dtype, ReduceOp op, const HostLayout& layout, int host,
+         std::vector<std::byte*> regions, std::vector<std::byte>& staging);
+
+  const OpShape& between_hosts() const { return between_; }
+  // Where the op between hosts runs.
+  engine::OpBuffers buffers() const { return buffers_; }
+  // Before the op between hosts: the local ranks' reduction, or their blocks gathered.
+  void gather();
+  // After it: the result handed to every local rank.
+  void scatter();
+
+ private:
+  // The elements host `host` carries in a reduce-scatter or all-gather.
+  Chunk host_part(int host) const;
+  bool staged() const;
+  std::byte* at(std::byte* base, std::uint64_t elements) const;
+
+  OpShape global_;
+  OpShape between_;
+  DataType dtype_;
+  ReduceOp op_;
+  const HostLayout& layout_;
+  int host_;
+  int first_;  // the host's first global rank
+  std::vector<std::byte*> regions_;
+  std::uint64_t block_ = 0;  // staged: elements per host block (all-to-all: per portion)
+  engine::OpBuffers buffers_;
+};
+
+}  // namespace gradsync::daemon
