@@ -6,6 +6,7 @@ the best peer per size, the measured limits (iperf3, memcpy) and an SVG plot per
 
     sudo bench/compare.py                 # the full run (p = 2, 4 and 8, loopback and 1 Gbit/s LAN)
     sudo bench/compare.py --quick         # a short sweep, one repetition, for a smoke test
+    sudo bench/compare.py --ranks 8 --ranks-per-host 2   # 4 hosts x 2 ranks (README "Local ranks")
 
 Needs root for the LAN, scripts/install_peers.sh for the peers, and a build (scripts/build.sh).
 A peer whose program is missing is left out of the tables with a note saying so."""
@@ -78,14 +79,19 @@ def spawn_ranks(argv_of_rank, env_of_rank, netns_of_rank=None, timeout=None):
 
 
 class Setup:
-    def __init__(self, name, ranks, lan_rate=None):
-        self.name, self.ranks, self.lan_rate = name, ranks, lan_rate
+    """`ranks` ranks on `ranks // per_host` hosts, contiguous ranks on one host (as torchrun
+    places them): gradsync runs one daemon per host serving its local ranks; the peers run one
+    process per rank."""
+
+    def __init__(self, name, ranks, lan_rate=None, per_host=1):
+        self.name, self.ranks, self.lan_rate, self.per_host = name, ranks, lan_rate, per_host
+        self.hosts = ranks // per_host
 
     def host_ns(self, rank):
-        return f"gslan-h{rank}"
+        return f"gslan-h{rank // self.per_host}"
 
     def host(self, rank):
-        return f"{SUBNET}.{rank + 1}" if self.lan_rate else "127.0.0.1"
+        return f"{SUBNET}.{rank // self.per_host + 1}" if self.lan_rate else "127.0.0.1"
 
 
 def sweep_flags(options):
@@ -96,22 +102,35 @@ def sweep_flags(options):
 
 def gradsync_rows(setup, options, json_path):
     bench = [os.path.join(BIN, "gradsync"), "bench", "--json", json_path] + sweep_flags(options)
+    per_host = ["--ranks-per-host", str(setup.per_host)]
     if setup.lan_rate:
-        run([LAN, "run", "--hosts", str(setup.ranks), "--rate", setup.lan_rate, "--"] + bench)
+        run([LAN, "run", "--hosts", str(setup.hosts), "--rate", setup.lan_rate] + per_host + ["--"]
+            + bench)
     else:
-        run([os.path.join(BIN, "gradsync"), "local", "--workers", str(setup.ranks), "--"] + bench)
+        run([os.path.join(BIN, "gradsync"), "local", "--workers", str(setup.hosts)] + per_host
+            + ["--"] + bench)
 
 
 def mpi_rows(setup, options, json_path):
     rank_cpus = ",".join(str(cpu_of_rank(rank)) for rank in range(setup.ranks))
+    # Ranks that share a host use Open MPI's shared-memory transport, as a user would, and on one
+    # machine its hierarchical collectives too (coll/han crashed on the emulated LAN, signal 11).
+    transport = ["--mca", "btl", "tcp,vader,self" if setup.per_host > 1 else "tcp,self"]
+    if setup.per_host > 1 and not setup.lan_rate:
+        transport += ["--mca", "coll_han_priority", "100"]
+    # More ranks than CPUs: a rank that busy-polls takes the time slice of the rank it waits for.
+    # mpirun sees that on one machine, but not across the LAN's hosts, whose CPUs are the same two.
+    if setup.ranks > len(os.sched_getaffinity(0)):
+        transport += ["--mca", "mpi_yield_when_idle", "1"]
     mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(setup.ranks),
-              "--mca", "btl", "tcp,self", "--bind-to", "none", "-x", f"GRADSYNC_RANK_CPUS={rank_cpus}"]
+              "--bind-to", "none", "-x", f"GRADSYNC_RANK_CPUS={rank_cpus}"] + transport
     program = [BIND_RANK, os.path.join(BIN, "mpi_allreduce"), "--json", json_path] + sweep_flags(options)
     if not setup.lan_rate:
         run(mpirun + ["--mca", "btl_tcp_if_include", "lo"] + program)
         return
     # mpirun runs on host 0 and starts a daemon on every other host through netns_rsh.sh.
-    hosts = ",".join(setup.host(rank) for rank in range(setup.ranks))
+    hosts = ",".join(f"{setup.host(rank)}:{setup.per_host}"
+                     for rank in range(0, setup.ranks, setup.per_host))
     with_lan(setup, lambda: run(
         ["ip", "netns", "exec", setup.host_ns(0)] + mpirun +
         ["--host", hosts, "--mca", "plm_rsh_agent", NETNS_RSH, "--mca", "plm_rsh_no_tree_spawn",
@@ -122,7 +141,7 @@ def mpi_rows(setup, options, json_path):
 def with_lan(setup, body):
     if not setup.lan_rate:
         return body()
-    run([LAN, "up", "--hosts", str(setup.ranks), "--rate", setup.lan_rate])
+    run([LAN, "up", "--hosts", str(setup.hosts), "--rate", setup.lan_rate])
     try:
         return body()
     finally:
@@ -207,8 +226,9 @@ def measure(setups, options):
     return results, notes
 
 
-def busbw(bytes_, time_us, ranks):
-    return bytes_ / time_us / 1e3 * 2 * (ranks - 1) / ranks
+def busbw(bytes_, time_us, setup):
+    """Over the links between hosts: ranks on one host add no traffic to the network."""
+    return bytes_ / time_us / 1e3 * 2 * (setup.hosts - 1) / max(setup.hosts, 1)
 
 
 def limits(options):
@@ -290,7 +310,8 @@ def report(setups, results, notes, found, options, command):
              f"- f32 sum in place; {options.iters} timed iterations per size ({options.small_iters} "
              f"up to 64 KiB, whose short ops give a noisy median over few) after {options.warmup} "
              f"warm-up; time = median over iterations of the slowest rank, then the median over "
-             f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(p−1)/p.",
+             f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(H−1)/H over "
+             f"the H hosts' links (H = p with one rank per host).",
              "- every system's rank r runs on CPU r mod the CPU count (gradsync's workers by "
              "gradsync local and deploy/lan.sh, their bench threads beside them; the peers' ranks "
              "by taskset).", ""]
@@ -321,15 +342,15 @@ def report(setups, results, notes, found, options, command):
                 # What gradsync's planner chose, so a reader can tell a slow size's algorithm.
                 chosen = sorted({a.removeprefix("auto:") for _, _, a in samples if a.startswith("auto:")})
                 medians[name] = median
-                series[name].append((size, busbw(size, median, setup.ranks)))
-                cells.append(f"{median:.1f} ({busbw(size, median, setup.ranks):.4f})"
+                series[name].append((size, busbw(size, median, setup)))
+                cells.append(f"{median:.1f} ({busbw(size, median, setup):.4f})"
                              + (f" {'/'.join(chosen)}" if chosen else "")
                              + (f" **{wrong} wrong**" if wrong else ""))
             peers = [t for n, t in medians.items() if n != "gradsync"]
             ratio = f"{medians['gradsync'] / min(peers):.2f}" if "gradsync" in medians and peers else "–"
             row = f"| {size} | " + " | ".join(cells) + f" | {ratio} |"
             if goodput:
-                row += (f" {busbw(size, medians['gradsync'], setup.ranks) / goodput:.3f} |"
+                row += (f" {busbw(size, medians['gradsync'], setup) / goodput:.3f} |"
                         if "gradsync" in medians else " – |")
             lines.append(row)
         lines.append("")
@@ -349,6 +370,8 @@ def main():
     parser.add_argument("--no-lan", dest="lan", action="store_false", help="loopback only")
     parser.add_argument("--rate", default="1gbit", help="the LAN's link rate")
     parser.add_argument("--ranks", default="2,4,8", help="world sizes, comma-separated")
+    parser.add_argument("--ranks-per-host", type=int, default=1,
+                        help="contiguous ranks per host (gradsync: one daemon per host)")
     parser.add_argument("--repetitions", type=int, help="interleaved repetitions (default 3, quick 1)")
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds one peer may take for one sweep before it is left out")
@@ -363,9 +386,14 @@ def main():
     if options.lan and os.geteuid() != 0:
         parser.error("the LAN needs root (or pass --no-lan)")
     ranks = [int(r) for r in options.ranks.split(",")]
-    setups = [Setup(f"loopback, p={p}", p) for p in ranks]
+    per_host = options.ranks_per_host
+    if any(p % per_host for p in ranks):
+        parser.error(f"--ranks-per-host {per_host} does not divide every --ranks")
+    layout = lambda p: f"p={p}" if per_host == 1 else f"p={p}, {p // per_host}x{per_host}"
+    setups = [Setup(f"loopback, {layout(p)}", p, per_host=per_host) for p in ranks]
     if options.lan:
-        setups += [Setup(f"LAN {options.rate}, p={p}", p, options.rate) for p in ranks]
+        setups += [Setup(f"LAN {options.rate}, {layout(p)}", p, options.rate, per_host)
+                   for p in ranks]
     results, notes = measure(setups, options)
     found = limits(options)
     report(setups, results, notes, found, options, "bench/compare.py " + " ".join(sys.argv[1:]))

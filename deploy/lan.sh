@@ -6,10 +6,11 @@
 #   deploy/lan.sh up   [--hosts N] [--rate R] [--slow H:R2]
 #       create the LAN (default 4 hosts, 1gbit); --slow shapes host H's link at R2 instead
 #   deploy/lan.sh down                            remove every namespace this script made
-#   deploy/lan.sh run  [--hosts N] [--rate R] [--slow H:R2] -- CMD ARGS...
+#   deploy/lan.sh run  [--hosts N] [--rate R] [--slow H:R2] [--ranks-per-host L] -- CMD ARGS...
 #       create the LAN, start a coordinator on host 0 and one worker per host (host i's bound
-#       to CPU i mod the CPU count, as gradsync local binds its workers), run CMD on every
-#       host at once (with GRADSYNC_SOCKETS set to that host's worker, GRADSYNC_RANK to its rank),
+#       to CPU i mod the CPU count, as gradsync local binds its workers; serving L local ranks),
+#       run CMD on every host at once (with GRADSYNC_SOCKETS listing that host's worker once for
+#       each of its local ranks, GRADSYNC_RANK set to the host's rank),
 #       print host 0's output, tear everything down (also on failure or Ctrl-C); exits with the
 #       first non-zero status of CMD.
 #   deploy/lan.sh compose [--rate R] [-- BENCH ARGS...]
@@ -23,6 +24,7 @@ prefix="gslan"
 subnet="10.77.0"
 port=29500
 hosts=4
+ranks_per_host=1
 rate="1gbit"
 slow_host=-1  # --slow: this host's link runs at slow_rate
 slow_rate=""
@@ -33,7 +35,7 @@ work=""
 daemons=()
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -120,11 +122,11 @@ run() {
   mapfile -t cpus < <(allowed_cpus)
   # Workers busy-poll only while each can have a CPU of its own, as gradsync local decides
   # (cli/local_cluster.h, kSpinUsWithOwnCpu says why).
-  [ "$hosts" -gt "${#cpus[@]}" ] || spin_us=50
+  [ $((hosts * ranks_per_host)) -gt "${#cpus[@]}" ] || spin_us=50
   for ((i = 0; i < hosts; i++)); do
     ip netns exec "$(host_ns "$i")" "$bin/gradsyncd" worker --coordinator "$subnet.1:$port" \
       --listen "$subnet.$((i + 1)):0" --socket "$work/rank$i.sock" --rank "$i" \
-      --cpus "${cpus[$((i % ${#cpus[@]}))]}" --spin-us "$spin_us" \
+      --cpus "${cpus[$((i % ${#cpus[@]}))]}" --spin-us "$spin_us" --local-ranks "$ranks_per_host" \
       --secret-file "$work/group.secret" >"$work/rank$i.log" 2>&1 &
     daemons+=($!)
   done
@@ -140,9 +142,10 @@ run() {
       fi
     done
   done
-  local pids=()
+  local pids=() sockets
   for ((i = 0; i < hosts; i++)); do
-    ip netns exec "$(host_ns "$i")" env GRADSYNC_SOCKETS="$work/rank$i.sock" GRADSYNC_RANK="$i" \
+    sockets=$(printf "$work/rank$i.sock,%.0s" $(seq "$ranks_per_host"))
+    ip netns exec "$(host_ns "$i")" env GRADSYNC_SOCKETS="${sockets%,}" GRADSYNC_RANK="$i" \
       "$@" >"$work/out$i.txt" 2>&1 &
     pids+=($!)
   done
@@ -193,6 +196,7 @@ shift
 while [ $# -gt 0 ]; do
   case "$1" in
     --hosts) hosts=$2; shift 2 ;;
+    --ranks-per-host) ranks_per_host=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --slow) slow_host=${2%%:*}; slow_rate=${2#*:}; shift 2 ;;
     --) shift; break ;;
@@ -201,6 +205,8 @@ while [ $# -gt 0 ]; do
 done
 [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] ||
   { echo "lan: --hosts must be a number from 1 to 200" >&2; exit 2; }
+[[ "$ranks_per_host" =~ ^[0-9]+$ ]] && [ "$ranks_per_host" -ge 1 ] && [ "$ranks_per_host" -le 64 ] ||
+  { echo "lan: --ranks-per-host must be a number from 1 to 64" >&2; exit 2; }
 rate_pattern='^[0-9]+(bit|kbit|mbit|gbit)$'
 [[ "$rate" =~ $rate_pattern ]] ||
   { echo "lan: --rate '$rate' is not a number with bit, kbit, mbit or gbit" >&2; exit 2; }
