@@ -50,6 +50,23 @@ TEST_F(MembershipTest, RefusesATakenRankABadAddressANonJoinAndALateJoiner) {
   EXPECT_EQ(membership_->stage(), Membership::Stage::published);
 }
 
+// A worker that says it serves more local ranks than a daemon may, or fewer than none, is refused:
+// the count sizes every rank's layout of the group.
+TEST_F(MembershipTest, RefusesAJoinWhoseLocalRanksAreOutOfRange) {
+  start(2);
+  for (const ConnectionId id : {1, 2}) {
+    membership_->connected(id, "10.0.0.9:1", now_);
+    proto::WorkerToCoordinator message;
+    proto::JoinRequest& request = *message.mutable_join();
+    request.set_data_address("127.0.0.1:" + std::to_string(5000 + id));
+    request.set_requested_rank(-1);
+    request.set_local_ranks(id == 1 ? kMaxLocalRanks + 1 : -1);
+    membership_->received(id, message, now_);
+  }
+  EXPECT_EQ(closed(new_actions()), (std::vector<ConnectionId>{1, 2}));
+  EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
+}
+
 TEST_F(MembershipTest, ClosesAConnectionThatNeverAsksToJoinAtItsDeadline) {
   start(2);
   membership_->connected(1, "idle", now_);
