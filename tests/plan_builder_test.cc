@@ -314,6 +314,21 @@ TEST(PlanBuilder, APlanSurvivesProtobufAndABrokenOneIsRefused) {
   ASSERT_TRUE(from_proto(message, back).ok());
   EXPECT_EQ(back, plan);
 
+  GroupPlan with_local_ranks = plan;
+  with_local_ranks.local_ranks = {2, 1, 3};
+  proto::GroupPlan layout_message;
+  to_proto(with_local_ranks, layout_message);
+  ASSERT_TRUE(from_proto(layout_message, back).ok());
+  EXPECT_EQ(host_layout(back), HostLayout({2, 1, 3}));
+  proto::GroupPlan short_layout = layout_message;
+  short_layout.mutable_local_ranks()->RemoveLast();
+  EXPECT_NE(from_proto(short_layout, back).message().find("2 hosts' local ranks in a group of 3"),
+            std::string::npos);
+  proto::GroupPlan zero_ranks = layout_message;
+  zero_ranks.set_local_ranks(1, 0);
+  EXPECT_NE(from_proto(zero_ranks, back).message().find("host 1 serves 0 local ranks"),
+            std::string::npos);
+
   proto::GroupPlan partial = message;
   partial.mutable_links()->RemoveLast();
   EXPECT_NE(from_proto(partial, back).message().find("5 links in a group of 3"), std::string::npos);
