@@ -65,7 +65,7 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   const std::string& address = result->coordinator_address_;
   const std::vector<int> cpus = net::allowed_cpus();
   result->local_ranks_ = options.local_ranks;
-  result->local_ranks_.resize(options.workers, 1);
+  result->local_ranks_.resize(options.workers, knobs::kLocalRanks.default_value);
   const int ranks = std::accumulate(result->local_ranks_.begin(), result->local_ranks_.end(), 0);
   const int spin_us = options.spin_us >= 0 ? options.spin_us : spin_us_for(ranks, cpus.size());
   for (int rank = 0; rank < options.workers; ++rank) {

@@ -15,6 +15,9 @@ namespace gradsync::daemon {
 
 namespace {
 
+// The local ranks a worker serves, as its join says; a join without them serves one.
+int local_ranks_of(const proto::JoinRequest& join) { return std::max(join.local_ranks(), 1); }
+
 Status protocol_error(const std::string& message) {
   return Status(ErrorCode::protocol_error, message);
 }
@@ -407,7 +410,7 @@ void Membership::form_group() {
     proto::Peer& peer = *peers.Add();
     peer.set_rank(rank);
     peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
-    peer.set_local_ranks(std::max(connections_.at(by_rank_[rank]).join->local_ranks(), 1));
+    peer.set_local_ranks(local_ranks_of(*connections_.at(by_rank_[rank]).join));
   }
   std::vector<std::string> addresses;
   for (const proto::Peer& peer : peers) addresses.push_back(peer.data_address());
@@ -460,7 +463,7 @@ void Membership::publish() {
   }
   plan_.local_ranks.clear();
   for (const ConnectionId member : by_rank_) {
-    plan_.local_ranks.push_back(std::max(connections_.at(member).join->local_ranks(), 1));
+    plan_.local_ranks.push_back(local_ranks_of(*connections_.at(member).join));
   }
   refiner_.emplace(plan_, config_.explore_every);
   proposed_.reset();
