@@ -3,9 +3,11 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "collective/schedule.h"
 #include "net/cpu_affinity.h"
 #include "net/message_stream.h"
+#include "net/op_queue.h"
 #include "net/shared_memory.h"
 #include "net/socket.h"
 #include "proto/convert.h"
@@ -54,6 +57,7 @@ struct OpState {
   net::Deadline deadline = net::Deadline::after(std::chrono::seconds(0));
   ClientConnection* connection = nullptr;
   bool done = false;
+  bool reason_on_socket = false;  // failed: its result, with the reason, is to be read
   Status status;
   Algorithm algorithm = Algorithm::ring;
   double elapsed_us = 0;
@@ -82,9 +86,15 @@ class ClientConnection {
     return request;
   }
 
+  // Attaches the connection's op queue, then says hello.
   void hello(net::Deadline deadline) {
-    const proto::ClientToDaemon request = hello_request();
-    const Status sent = net::send_message(socket_.get(), request, deadline);
+    throw_if_failed(net::SharedRegion::create(sizeof(net::OpQueueLayout), queue_region_));
+    queue_ = net::OpQueueClientEnd(queue_region_.data());
+    proto::ClientToDaemon attach;
+    attach.mutable_attach()->set_op_queue(true);
+    attach.mutable_attach()->set_bytes(queue_region_.size());
+    Status sent = send(attach, deadline, queue_region_.fd());
+    if (sent.ok()) sent = send(hello_request(), deadline);
     // A daemon that refuses a connection says why without reading the hello, and may have closed
     // it before the hello went: its reason is still there to read.
     proto::DaemonToClient reply;
@@ -99,6 +109,13 @@ class ClientConnection {
   }
 
   void take_hello(const proto::DaemonHello& hello) {
+    if (!hello.op_queue()) {
+      throw ClientError(
+          Status(ErrorCode::protocol_error,
+                 "host " + std::to_string(hello.host()) +
+                     "'s daemon did not take this client's op queue (its log says why)"));
+    }
+    spin_ = std::chrono::microseconds(std::max(hello.spin_us(), 0));
     rank_ = hello.rank();
     world_size_ = hello.world_size();
     generation_ = hello.generation();
@@ -112,9 +129,19 @@ class ClientConnection {
   int local_world_size() const { return local_world_size_; }
   std::uint64_t generation() const { return generation_; }
   const std::vector<int>& daemon_cpus() const { return daemon_cpus_; }
+  bool daemon_spins() const { return spin_.count() > 0; }
 
   std::shared_ptr<OpState> submit(const Submission& submission, const OpOptions& options) {
     std::lock_guard lock(mutex_);
+    if (queue_.full()) {
+      await([this] { return !queue_.full(); }, net::Deadline::after(options.timeout));
+      if (queue_.full()) {
+        throw ClientError(
+            Status(ErrorCode::deadline_exceeded, "the daemon answered none of the " +
+                                                     std::to_string(net::kOpQueueSlots) +
+                                                     " ops in flight within this op's timeout"));
+      }
+    }
     const std::uint64_t bytes = data_bytes(submission.shape) + output_bytes(submission.shape);
     auto state = std::make_shared<OpState>();
     state->request_id = next_request_id_++;
@@ -138,44 +165,27 @@ class ClientConnection {
         bytes_copied_ += submission.input_bytes;
       }
     }
-    proto::ClientToDaemon request;
-    proto::SubmitOp& op = *request.mutable_submit();
-    op.set_request_id(state->request_id);
-    op.set_region_id(state->region != nullptr ? state->region->id : 0);
-    op.set_collective(to_proto(submission.shape.collective));
-    op.set_dtype(to_proto(submission.type));
-    op.set_op(to_proto(options.op));
-    op.set_algorithm(options.algorithm ? to_proto(*options.algorithm) : proto::ALGORITHM_AUTO);
-    op.set_count(submission.shape.count);
-    op.set_root(submission.shape.root);
-    op.set_timeout_ms(static_cast<std::uint32_t>(options.timeout.count()));
-    op.set_name(options.name);
-    if (options.wire) op.set_wire(to_proto(*options.wire));
-    const Status sent =
-        net::send_message(socket_.get(), request, net::Deadline::after(options.timeout));
-    if (!sent.ok()) {
-      release(*state);
-      throw ClientError(daemon_lost(sent));
-    }
+    net::QueuedOp op{};
+    op.request_id = state->request_id;
+    op.region_id = state->region != nullptr ? state->region->id : 0;
+    op.count = submission.shape.count;
+    op.socket_messages_before = socket_messages_sent_;
+    op.collective = to_proto(submission.shape.collective);
+    op.dtype = to_proto(submission.type);
+    op.op = to_proto(options.op);
+    op.algorithm = options.algorithm ? to_proto(*options.algorithm) : proto::ALGORITHM_AUTO;
+    op.root = submission.shape.root;
+    op.wire = options.wire ? to_proto(*options.wire) : proto::DATA_TYPE_UNSPECIFIED;
+    op.timeout_ms = static_cast<std::uint32_t>(options.timeout.count());
+    options.name.copy(op.name, sizeof op.name - 1);
     in_flight_[state->request_id] = state;
+    if (queue_.publish(op)) ring_doorbell(options.timeout);
     return state;
   }
 
-  // Reads results in the order the daemon sends them until `state` has its own.
   void wait(OpState& state) {
     std::lock_guard lock(mutex_);
-    while (!state.done) {
-      proto::DaemonToClient message;
-      const Status status = reader_.receive(message, state.deadline);
-      if (!status.ok()) {
-        fail_everything(status.code() == ErrorCode::deadline_exceeded
-                            ? Status(ErrorCode::deadline_exceeded,
-                                     "no result from the daemon before the op's timeout")
-                            : daemon_lost(status));
-        break;
-      }
-      if (message.has_result()) deliver(message.result());
-    }
+    await([&state] { return state.done; }, state.deadline);
     throw_if_failed(state.status);
   }
 
@@ -185,7 +195,7 @@ class ClientConnection {
                             bool (proto::DaemonToClient::*is_answer)() const,
                             net::Deadline deadline) {
     std::lock_guard lock(mutex_);
-    if (const Status sent = net::send_message(socket_.get(), request, deadline); !sent.ok()) {
+    if (const Status sent = send(request, deadline); !sent.ok()) {
       throw ClientError(daemon_lost(sent));
     }
     while (true) {
@@ -243,8 +253,7 @@ class ClientConnection {
     attach.mutable_attach()->set_region_id(region->id);
     attach.mutable_attach()->set_bytes(region->memory.size());
     if (const Status sent =
-            net::send_message(socket_.get(), attach, net::Deadline::after(std::chrono::seconds(10)),
-                              region->memory.fd());
+            send(attach, net::Deadline::after(std::chrono::seconds(10)), region->memory.fd());
         !sent.ok()) {
       throw ClientError(daemon_lost(sent));
     }
@@ -258,17 +267,81 @@ class ClientConnection {
     state.region = nullptr;
   }
 
+  // Every message on the socket counts: an op in the queue says how many came before it.
+  Status send(const proto::ClientToDaemon& message, net::Deadline deadline, int attached_fd = -1) {
+    ++socket_messages_sent_;
+    return net::send_message(socket_.get(), message, deadline, attached_fd);
+  }
+
+  void ring_doorbell(std::chrono::milliseconds timeout) {
+    proto::ClientToDaemon doorbell;
+    doorbell.mutable_doorbell();
+    if (const Status sent = send(doorbell, net::Deadline::after(timeout)); !sent.ok()) {
+      fail_everything(daemon_lost(sent));
+    }
+  }
+
+  // Takes results until `done()`: from the queue while the daemon spins, and for as long; then
+  // asleep on the socket, which brings a doorbell, a failed op's reason or the daemon's end.
+  void await(const std::function<bool()>& done, net::Deadline deadline) {
+    const auto spin_until = net::Clock::now() + spin_;
+    while (true) {
+      take_results();
+      if (done()) return;
+      if (reasons_to_read_ == 0 && net::Clock::now() < spin_until) {
+        std::this_thread::yield();  // the daemon may share this CPU
+        continue;
+      }
+      queue_.set_asleep(true);
+      take_results();  // one the daemon published before it could see the flag rings nothing
+      if (done()) {
+        queue_.set_asleep(false);
+        return;
+      }
+      proto::DaemonToClient message;
+      const Status status = reader_.receive(message, deadline);
+      queue_.set_asleep(false);
+      if (!status.ok()) {
+        fail_everything(status.code() == ErrorCode::deadline_exceeded
+                            ? Status(ErrorCode::deadline_exceeded,
+                                     "no result from the daemon before the op's timeout")
+                            : daemon_lost(status));
+        return;
+      }
+      if (message.has_result()) deliver(message.result());
+    }
+  }
+
+  void take_results() {
+    queue_.take_results([this](const net::QueuedResult& result) {
+      const auto found = in_flight_.find(result.request_id);
+      if (found == in_flight_.end()) return;  // a failure whose reason came first
+      OpState& state = *found->second;
+      if (result.failed != 0) {
+        state.reason_on_socket = true;
+        ++reasons_to_read_;
+        return;
+      }
+      complete(state, Status(), from_proto(static_cast<proto::Algorithm>(result.algorithm)),
+               result.elapsed_us);
+      in_flight_.erase(found);
+    });
+  }
+
   void deliver(const proto::OpResult& result) {
     const auto found = in_flight_.find(result.request_id());
     if (found == in_flight_.end()) return;
-    complete(*found->second, result);
+    if (found->second->reason_on_socket) --reasons_to_read_;
+    complete(*found->second, from_proto(result.status()), from_proto(result.algorithm()),
+             result.elapsed_us());
     in_flight_.erase(found);
   }
 
-  void complete(OpState& state, const proto::OpResult& result) {
-    state.status = from_proto(result.status());
-    state.algorithm = from_proto(result.algorithm()).value_or(Algorithm::ring);
-    state.elapsed_us = result.elapsed_us();
+  void complete(OpState& state, Status status, std::optional<Algorithm> algorithm,
+                double elapsed_us) {
+    state.status = std::move(status);
+    state.algorithm = algorithm.value_or(Algorithm::ring);
+    state.elapsed_us = elapsed_us;
     if (state.status.ok() && state.output_bytes > 0) {
       std::memcpy(state.output, state.region->memory.data() + state.output_offset,
                   state.output_bytes);
@@ -285,6 +358,7 @@ class ClientConnection {
       release(*pending);
     }
     in_flight_.clear();
+    reasons_to_read_ = 0;
   }
 
   net::UniqueFd socket_;
@@ -301,6 +375,11 @@ class ClientConnection {
   std::uint64_t next_region_id_ = 1;
   std::vector<std::unique_ptr<PooledRegion>> regions_;
   std::map<std::uint64_t, std::shared_ptr<OpState>> in_flight_;
+  net::SharedRegion queue_region_;
+  net::OpQueueClientEnd queue_;
+  std::chrono::microseconds spin_{0};  // the daemon's
+  std::uint64_t socket_messages_sent_ = 0;
+  int reasons_to_read_ = 0;  // failed ops in flight whose reason is on the socket, unread
 };
 
 SharedTensor::SharedTensor(SharedTensor&& other) noexcept
@@ -384,11 +463,20 @@ const std::vector<int>& Client::daemon_cpus() const { return connection_->daemon
 
 bool Client::bind_thread_beside_daemon() {
   const std::vector<int> allowed = net::allowed_cpus();
-  std::vector<int> beside;
-  std::set_intersection(allowed.begin(), allowed.end(), daemon_cpus().begin(), daemon_cpus().end(),
-                        std::back_inserter(beside));
-  if (beside.empty() || beside == allowed) return false;
-  return net::bind_thread_to_cpus(beside).ok();
+  const std::vector<int>& daemon = daemon_cpus();
+  std::vector<int> chosen;
+  // A daemon that spins between ops does not sleep and wake: this thread, spinning on its results
+  // on the same CPU, would take turns with it, a context switch each way.
+  if (connection_->daemon_spins()) {
+    std::set_difference(allowed.begin(), allowed.end(), daemon.begin(), daemon.end(),
+                        std::back_inserter(chosen));
+  }
+  if (chosen.empty()) {
+    std::set_intersection(allowed.begin(), allowed.end(), daemon.begin(), daemon.end(),
+                          std::back_inserter(chosen));
+  }
+  if (chosen.empty() || chosen == allowed) return false;
+  return net::bind_thread_to_cpus(chosen).ok();
 }
 GroupPlan Client::plan(std::chrono::milliseconds timeout) {
   proto::ClientToDaemon request;

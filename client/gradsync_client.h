@@ -133,9 +133,11 @@ class Client {
   // The CPUs the daemon runs on: all the machine's, unless it was started with --cpus.
   const std::vector<int>& daemon_cpus() const;
   // Binds the calling thread to the daemon's CPUs where that narrows where it may run, so that
-  // the thread that submits and waits shares the daemon's caches and wakes where it sleeps.
-  // Returns false, changing nothing, where it would not narrow (the daemon is not bound) or where
-  // this thread may not use those CPUs.
+  // the thread that submits and waits shares the daemon's caches and wakes where it sleeps. A
+  // daemon that spins between ops (--spin-us) sleeps on no CPU: the thread then goes to the CPUs
+  // the daemon does not run on, if it may use some, so that the two spin side by side instead of
+  // taking turns. Returns false, changing nothing, where it would not narrow (the daemon is not
+  // bound) or where this thread may not use those CPUs.
   bool bind_thread_beside_daemon();
   // The group's plan, the same on every rank: the network as the workers measured it and the
   // algorithm table built from it (what auto picks for each collective and size).

@@ -37,7 +37,8 @@ inline constexpr Knob<int> kSpinUs{"--spin-us",
                                    0,
                                    0,
                                    100'000,
-                                   "Busy-poll this long before blocking on the network",
+                                   "Busy-poll this long before blocking: on the network, and "
+                                   "on the clients' op queues (a client spins as long)",
                                    kWorker | kLauncher};
 inline constexpr Knob<int> kOpTimeoutMs{"--timeout-ms",   "GRADSYNC_TIMEOUT_MS",
                                         60'000,           1,

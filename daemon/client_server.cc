@@ -12,11 +12,14 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "config/knobs.h"
 #include "daemon/accept_loop.h"
 #include "daemon/outbox.h"
 #include "net/message_stream.h"
+#include "net/op_queue.h"
 #include "net/socket.h"
 #include "proto/convert.h"
 
@@ -36,6 +39,28 @@ constexpr auto kReplyTimeout = std::chrono::seconds(10);
 constexpr std::size_t kMaxRegionsPerClient = 4096;
 // Connections of one client process: its library opens one; each costs the daemon a descriptor.
 constexpr int kMaxConnectionsPerClient = 64;
+
+// An op from a client's queue as the op thread takes ops. Its name shows in log lines: bytes
+// outside printable ASCII show as '?'.
+proto::SubmitOp submit_op_from(const net::QueuedOp& queued) {
+  proto::SubmitOp op;
+  op.set_request_id(queued.request_id);
+  op.set_region_id(queued.region_id);
+  op.set_collective(static_cast<proto::Collective>(queued.collective));
+  op.set_dtype(static_cast<proto::DataType>(queued.dtype));
+  op.set_op(static_cast<proto::ReduceOp>(queued.op));
+  op.set_algorithm(static_cast<proto::Algorithm>(queued.algorithm));
+  op.set_count(queued.count);
+  op.set_root(queued.root);
+  op.set_timeout_ms(queued.timeout_ms);
+  op.set_wire(static_cast<proto::DataType>(queued.wire));
+  std::string name(queued.name);
+  for (char& c : name) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  op.set_name(std::move(name));
+  return op;
+}
 
 std::string clock_time(std::chrono::system_clock::time_point when) {
   const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
@@ -65,8 +90,22 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // The generation of the group whose membership the client last took note of (by a hello).
   std::uint64_t generation = 0;
   int local_rank = 0;  // as its hello said
-  net::MessageReader& reader() { return reader_; }
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>>& regions() { return regions_; }
+  std::optional<net::OpQueueDaemonEnd>& queue() { return queue_; }
+  std::uint64_t messages_read() const { return messages_read_; }
+
+  // The next message on the socket, if all of it is there (otherwise deadline_exceeded).
+  Status receive(proto::ClientToDaemon& message, net::UniqueFd& attached) {
+    const Status status = reader_.receive(message, net::Deadline(net::Clock::now()), &attached);
+    if (status.ok()) ++messages_read_;
+    return status;
+  }
+  bool buffered() const { return reader_.buffered(); }
+
+  void take_queue(net::SharedRegion region) {
+    queue_region_ = std::move(region);
+    queue_.emplace(queue_region_.data());
+  }
 
   // Queues a reply; false once the client has failed to take its replies (the session is to
   // end).
@@ -80,6 +119,21 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     return !outbox_.failed();
   }
 
+  // Answers `op`, one of this client's: through its op queue if it came that way, the reason of
+  // a failure on the socket first; otherwise on the socket. False as reply()'s.
+  bool answer(const PendingOp& op, const proto::DaemonToClient& message) {
+    if (!op.queued || !queue_) return reply(message);
+    const proto::OpResult& result = message.result();
+    const bool failed = !from_proto(result.status()).ok();
+    if (failed && !reply(message)) return false;
+    const net::QueuedResult queued{result.request_id(), failed ? 1 : 0, result.algorithm(),
+                                   result.elapsed_us()};
+    if (!queue_->publish(queued)) return true;
+    proto::DaemonToClient doorbell;
+    doorbell.mutable_doorbell();
+    return reply(doorbell);
+  }
+
  private:
   stream_protocol::socket socket_;
   net::MessageReader reader_;
@@ -87,6 +141,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   const Dropped dropped_;
   Outbox<stream_protocol::socket> outbox_;
   std::map<std::uint64_t, std::shared_ptr<net::SharedRegion>> regions_;
+  net::SharedRegion queue_region_;
+  std::optional<net::OpQueueDaemonEnd> queue_;
+  std::uint64_t messages_read_ = 0;
 };
 
 // What the server keeps of one of the daemon's local ranks.
@@ -196,23 +253,113 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
         });
   }
 
-  // Serves every message the client has sent; then waits for its next.
+  // Serves every message the client has sent and every op in its queue; then waits for its next
+  // message (a doorbell, when the server sleeps).
   void take_messages(const std::shared_ptr<ClientSession>& session) {
-    do {
+    bool first = true;
+    if (!serve_messages(session,
+                        [&] { return std::exchange(first, false) || session->buffered(); })) {
+      return;
+    }
+    serve_queue(session);
+    if (!sessions.contains(session.get())) return;
+    stay_awake();
+    read(session);
+  }
+
+  // Serves the client's messages on the socket while `more()` says there are; false when the
+  // client is dropped.
+  template <typename More>
+  bool serve_messages(const std::shared_ptr<ClientSession>& session, More&& more) {
+    while (more()) {
       proto::ClientToDaemon message;
       net::UniqueFd attached;
-      const Status status =
-          session->reader().receive(message, net::Deadline(net::Clock::now()), &attached);
-      if (status.code() == ErrorCode::deadline_exceeded) break;
+      const Status status = session->receive(message, attached);
+      if (status.code() == ErrorCode::deadline_exceeded) return true;
       if (!status.ok() || !serve(session, message, std::move(attached))) {
         if (!status.ok() && status.code() != ErrorCode::peer_lost) {
           spdlog::warn("dropped a client: {}", status.message());
         }
         end(session);
-        return;
+        return false;
       }
-    } while (session->reader().buffered());
-    read(session);
+    }
+    return true;
+  }
+
+  // Serves the ops the client has published in its queue; true if there were any.
+  bool serve_queue(const std::shared_ptr<ClientSession>& session) {
+    bool served = false;
+    while (session->queue() && sessions.contains(session.get())) {
+      net::QueuedOp queued;
+      bool taken = false;
+      if (const Status status = session->queue()->take(queued, taken); !status.ok()) {
+        spdlog::warn("dropped a client (pid {}): {}", session->pid(), status.message());
+        end(session);
+        return served;
+      }
+      if (!taken) return served;
+      served = true;
+      // The socket messages sent before the op (an attachment it names, a hello) come first;
+      // they are in the socket already.
+      if (!serve_messages(
+              session, [&] { return session->messages_read() < queued.socket_messages_before; })) {
+        return served;
+      }
+      if (session->messages_read() < queued.socket_messages_before) {
+        spdlog::warn(
+            "dropped a client (pid {}): its op {} follows {} messages on the socket, "
+            "of which {} came",
+            session->pid(), queued.request_id, queued.socket_messages_before,
+            session->messages_read());
+        end(session);
+        return served;
+      }
+      if (!submit(session, submit_op_from(queued), true)) {
+        end(session);
+        return served;
+      }
+    }
+    return served;
+  }
+
+  // After serving a client the server spins on the op queues for `spin`, so that an op that comes
+  // soon needs no doorbell; then it says in each queue that it sleeps.
+  void stay_awake() {
+    awake_until = net::Clock::now() + std::chrono::microseconds(hello.spin_us());
+    if (spinning) return;
+    spinning = true;
+    for (const auto& [key, session] : sessions) {
+      if (session->queue()) session->queue()->set_asleep(false);
+    }
+    spin_once();
+  }
+
+  void spin_once() {
+    std::vector<std::shared_ptr<ClientSession>> queued;
+    for (const auto& [key, session] : sessions) {
+      if (session->queue() && session->queue()->has_ops()) queued.push_back(session);
+    }
+    bool served = false;
+    for (const auto& session : queued) served = serve_queue(session) || served;
+    if (served) awake_until = net::Clock::now() + std::chrono::microseconds(hello.spin_us());
+    if (net::Clock::now() < awake_until) {
+      std::this_thread::yield();  // a client may share this CPU
+      // Posted, so that the event loop serves the sockets and timers between two looks.
+      asio::post(acceptor.get_executor(), [weak = weak_from_this()] {
+        if (const auto self = weak.lock()) self->spin_once();
+      });
+      return;
+    }
+    spinning = false;
+    bool published = false;
+    for (const auto& [key, session] : sessions) {
+      if (!session->queue()) continue;
+      session->queue()->set_asleep(true);
+      // An op published before the client could see the flag rings no doorbell.
+      published = published || session->queue()->has_ops();
+    }
+    if (published) stay_awake();
   }
 
   // False: the client is to be dropped.
@@ -244,7 +391,21 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       // refused one keeps its regions for when the rank is free.
       attach(*session, message.attach(), std::move(attached));
     } else if (message.has_submit()) {
-      PendingOp op{session, message.submit(), nullptr, 0, session->local_rank};
+      return submit(session, message.submit(), false);
+    } else if (message.has_doorbell()) {
+      // Its queue is served once the socket has been read.
+    } else {
+      spdlog::warn("dropped a client that sent an empty message");
+      return false;
+    }
+    return true;
+  }
+
+  // Takes an op of the client's stream; false: the client is to be dropped.
+  bool submit(const std::shared_ptr<ClientSession>& session, const proto::SubmitOp& submitted,
+              bool queued) {
+    PendingOp op{session, submitted, nullptr, 0, session->local_rank, queued};
+    {
       Status claimed = claim(session);
       if (claimed.ok() && session->generation != hello.generation()) {
         claimed =
@@ -263,18 +424,14 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
           local.owed.pop_front();
         }
       }
-      if (!claimed.ok()) return session->reply(failure(op, claimed));
+      if (!claimed.ok()) return session->answer(op, failure(op, claimed));
       if (const auto found = session->regions().find(op.op.region_id());
           found != session->regions().end()) {
         op.region = found->second;
       }
       local.waiting.push_back(std::move(op));
       return run_ready(session.get());
-    } else {
-      spdlog::warn("dropped a client that sent an empty message");
-      return false;
     }
-    return true;
   }
 
   // Answers a hello: the client takes note of the group as it is now.
@@ -284,6 +441,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     answer = hello;
     answer.set_rank(hello.rank() + session.local_rank);
     answer.set_local_rank(session.local_rank);
+    answer.set_op_queue(session.queue().has_value());
     session.generation = hello.generation();
     return session.reply(reply);
   }
@@ -349,7 +507,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     bool current_ok = true;
     for (std::size_t index = 0; index < batch.ops.size(); ++index) {
       const std::shared_ptr<ClientSession>& session = batch.ops[index].session;
-      if (session->reply(replies[index])) continue;
+      if (session->answer(batch.ops[index], replies[index])) continue;
       if (session.get() == current) {
         current_ok = false;
       } else if (sessions.contains(session.get())) {
@@ -412,6 +570,10 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
 
   static void attach(ClientSession& session, const proto::AttachRegion& request,
                      net::UniqueFd attached) {
+    if (request.op_queue()) {
+      attach_queue(session, request, std::move(attached));
+      return;
+    }
     auto region = std::make_shared<net::SharedRegion>();
     const bool full = session.regions().size() >= kMaxRegionsPerClient &&
                       !session.regions().contains(request.region_id());
@@ -428,6 +590,26 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       return;
     }
     session.regions()[request.region_id()] = std::move(region);
+  }
+
+  // A connection has one op queue, of the layout's size at least. Without one its hello says so,
+  // and the client library gives up with that.
+  static void attach_queue(ClientSession& session, const proto::AttachRegion& request,
+                           net::UniqueFd attached) {
+    net::SharedRegion region;
+    const Status mapped =
+        session.queue() ? Status(ErrorCode::invalid_argument, "the connection has one already")
+        : request.bytes() < sizeof(net::OpQueueLayout)
+            ? Status(ErrorCode::invalid_argument, "it has " + std::to_string(request.bytes()) +
+                                                      " bytes, and a queue takes " +
+                                                      std::to_string(sizeof(net::OpQueueLayout)))
+        : attached.valid() ? net::SharedRegion::map(std::move(attached), request.bytes(), region)
+                           : Status(ErrorCode::invalid_argument, "no descriptor came with it");
+    if (!mapped.ok()) {
+      spdlog::warn("a client's op queue (pid {}) is unusable: {}", session.pid(), mapped.message());
+      return;
+    }
+    session.take_queue(std::move(region));
   }
 
   // Makes `session` its local rank's submitting client, unless another one is.
@@ -504,6 +686,8 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   std::vector<LocalRank> locals;
   std::uint64_t batches = 0;        // places of the streams run or failed, in all generations
   asio::steady_timer gather_timer;  // for the place some local ranks have reached
+  bool spinning = false;            // on the op queues (stay_awake)
+  net::Clock::time_point awake_until;
   std::uint64_t gather_armed_for = ~std::uint64_t{0};  // the value of `batches` it was armed at
 };
 
@@ -534,10 +718,11 @@ void ClientServer::new_generation(proto::DaemonHello hello, proto::GroupPlan pla
     local.owed.clear();
     local.left = false;
     for (const PendingOp& op : std::exchange(local.waiting, {})) {
-      (void)op.session->reply(State::failure(
-          op, Status(ErrorCode::group_changed,
-                     "the group moved to generation " + std::to_string(state_->hello.generation()) +
-                         " while this op waited for the other local ranks'")));
+      (void)op.session->answer(
+          op, State::failure(op, Status(ErrorCode::group_changed,
+                                        "the group moved to generation " +
+                                            std::to_string(state_->hello.generation()) +
+                                            " while this op waited for the other local ranks'")));
     }
   }
   for (const auto& waiting : std::exchange(state_->awaiting_hello, {})) {

@@ -1,18 +1,19 @@
 // Serves the local clients of a worker on its unix socket, on the worker's op thread's event loop:
 // a hello, the group's plan on request, shared-memory regions handed over once each, and ops,
-// which run on that thread as their requests are read (a hand-off to another thread would cost
-// every op a wake-up). The daemon serves one or more local ranks (--local-ranks); a client says
-// which it is in its hello. One client at a time submits ops for each local rank (its op stream:
-// ops pair across ranks by their place in it); a second is refused with an error naming the
-// first, while read-only connections (a hello, the plan) are always served; a client of another
-// user is refused unless the worker was told to serve that user. Once every local rank has
-// submitted its next op, they run as one. A local rank that does not submit its op within the op's
-// timeout, or whose client leaves first, fails that op on every rank, and its own op at that place
-// fails when it comes. A client that sends something malformed is told why (or, if its stream is
-// unreadable, disconnected); the daemon and the other clients carry on. When the group moves to a
-// new generation, a client's ops fail with GROUP_CHANGED until it has sent a hello again
-// (Client::group()) and so taken note of its new rank and world size: no op of a stream is paired
-// across generations.
+// which run on that thread as they are read (a hand-off to another thread would cost every op a
+// wake-up). Ops come through each connection's op queue in shared memory (net/op_queue.h), which
+// the server spins on for a while after serving one; their results go back the same way. The daemon
+// serves one or more local ranks (--local-ranks); a client says which it is in its hello. One
+// client at a time submits ops for each local rank (its op stream: ops pair across ranks by their
+// place in it); a second is refused with an error naming the first, while read-only connections (a
+// hello, the plan) are always served; a client of another user is refused unless the worker was
+// told to serve that user. Once every local rank has submitted its next op, they run as one. A
+// local rank that does not submit its op within the op's timeout, or whose client leaves first,
+// fails that op on every rank, and its own op at that place fails when it comes. A client that
+// sends something malformed is told why (or, if its stream is unreadable, disconnected); the daemon
+// and the other clients carry on. When the group moves to a new generation, a client's ops fail
+// with GROUP_CHANGED until it has sent a hello again (Client::group()) and so taken note of its new
+// rank and world size: no op of a stream is paired across generations.
 #pragma once
 
 #include <chrono>
@@ -39,6 +40,7 @@ struct PendingOp {
   std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
   std::uint64_t stream_sequence = 0;          // 1 for the submitting client's first op, and so on
   int local_rank = 0;
+  bool queued = false;  // it came through the client's op queue, and is answered there
 };
 
 // The ops at one place of every local rank's stream, which the worker runs as one op.
@@ -57,7 +59,8 @@ class ClientServer {
  public:
   // Starts accepting on `io`. Clients of the daemon's own user and root are served, and those of
   // `client_uid` unless it is -1; any other is refused with the reason. `hello` is local rank 0's;
-  // its local_ranks says how many the daemon serves.
+  // its local_ranks says how many the daemon serves, its spin_us how long the server spins on
+  // the clients' op queues after serving one before it sleeps.
   ClientServer(asio::io_context& io, net::UniqueFd listener, int client_uid,
                proto::DaemonHello hello, proto::GroupPlan plan, OpRunner run, StatusSource status);
   ~ClientServer();

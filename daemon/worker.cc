@@ -190,8 +190,8 @@ class Worker {
   }
 
   // Local rank 0's hello (the server makes the others').
-  static proto::DaemonHello hello_for(const proto::Assignment& assignment,
-                                      const HostLayout& layout) {
+  proto::DaemonHello hello_for(const proto::Assignment& assignment,
+                               const HostLayout& layout) const {
     proto::DaemonHello hello;
     hello.set_rank(layout.first_rank(assignment.rank()));
     hello.set_world_size(layout.world_size());
@@ -200,6 +200,7 @@ class Worker {
     hello.set_hosts(layout.hosts());
     hello.set_generation(assignment.generation());
     for (const int cpu : net::allowed_cpus()) hello.add_cpus(cpu);
+    hello.set_spin_us(static_cast<std::int32_t>(config_.spin.count()));
     return hello;
   }
 

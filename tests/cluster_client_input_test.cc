@@ -175,18 +175,6 @@ struct RawClient {
   std::uint64_t requests = 0;
 };
 
-void expect_every_rank_still_serves(testing::TestCluster& cluster) {
-  const int p = static_cast<int>(cluster.clients.size());
-  for (int rank = 0; rank < p; ++rank) {
-    cluster.clients[rank] = Client::connect(cluster.cluster->sockets()[rank]);
-  }
-  testing::on_every_rank(cluster, [&](int rank, Client& client) {
-    auto data = testing::contribution(DataType::f32, ReduceOp::sum, rank, 1000);
-    client.allreduce(data.data(), 1000, DataType::f32);
-    EXPECT_EQ(data, testing::expected_reduction(DataType::f32, ReduceOp::sum, p, 1000));
-  });
-}
-
 // A region its client shrinks after the daemon has mapped it: refused when it comes, since the
 // daemon's next access past the new end would die of SIGBUS.
 TEST(ClusterClientInput, ARegionThatCanShrinkIsRefused) {
@@ -217,7 +205,7 @@ TEST(ClusterClientInput, ARegionThatCanShrinkIsRefused) {
   ASSERT_TRUE(net::SharedRegion::create(4096, sealed).ok());
   EXPECT_NE(::ftruncate(sealed.fd(), 0), 0);
   client.fd.reset();
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
 }
 
 // 2^62 + 16 floats are 2^64 + 64 bytes: 64 once wrapped around, which a region of 64 bytes would
@@ -241,7 +229,7 @@ TEST(ClusterClientInput, ACountWhoseBytesOverflowIsRefused) {
     EXPECT_NE(status.message().find("more bytes than any region holds"), std::string::npos)
         << status.message();
   }
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
 }
 
 // A client may attach many regions, but not without end: each is a mapping and a descriptor of
@@ -260,7 +248,7 @@ TEST(ClusterClientInput, AClientCannotAttachRegionsWithoutEnd) {
   EXPECT_EQ(refused.code(), ErrorCode::invalid_argument) << refused.to_string();
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("as many as one client may"), std::string::npos);
   client.fd.reset();
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
 }
 
 // One process holds at most 64 connections to a daemon, each of which costs the daemon a
@@ -282,7 +270,7 @@ TEST(ClusterClientInput, AProcessCannotOpenConnectionsWithoutEnd) {
         << error.what();
   }
   more.clear();
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
 }
 
 // A string field that is not UTF-8 (the op's name): the client is dropped with one line of the
@@ -304,7 +292,7 @@ TEST(ClusterClientInput, AStringThatIsNotUtf8IsRefusedWithoutFloodingTheLog) {
                     .ok());
     EXPECT_TRUE(net::wait_readable(fd.get(), net::Deadline::after(std::chrono::seconds(5))));
   }
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
   const std::string log = cluster.cluster->log_of_worker(0);
   EXPECT_EQ(log.find("UTF-8"), std::string::npos) << log;
   EXPECT_NE(log.find("dropped a client"), std::string::npos) << log;
@@ -328,7 +316,7 @@ TEST(ClusterClientInput, AClientThatReadsNoRepliesDelaysNoOp) {
                   .ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the daemon has answered them
   const auto start = std::chrono::steady_clock::now();
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
 
@@ -357,7 +345,7 @@ TEST(ClusterClientInput, AtItsDescriptorLimitAWorkerWaitsWithoutSpinning) {
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("cannot accept a client"), std::string::npos);
   connections.clear();
   ASSERT_EQ(::prlimit(worker, RLIMIT_NOFILE, &original, nullptr), 0);
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
 }
 
 // The client socket is its owner's alone: mode 0600, and a process of another user cannot
@@ -383,7 +371,7 @@ TEST(ClusterClientInput, AnotherUsersProcessCannotConnect) {
   ASSERT_EQ(::waitpid(child, &exit_status, 0), child);
   EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0)
       << "a process of uid 65534 could connect (or could not become that user)";
-  expect_every_rank_still_serves(cluster);
+  testing::expect_every_rank_still_serves(cluster);
 }
 
 }  // namespace

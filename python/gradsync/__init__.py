@@ -197,7 +197,9 @@ class Client:
     def bind_thread_beside_daemon(self):
         """Runs the calling thread on the daemon's CPUs where the daemon is bound to some (as
         `gradsync local` binds its workers): a thread that sleeps and wakes on every op then
-        wakes where its daemon does. False, changing nothing, where that would not narrow."""
+        wakes where its daemon does. A daemon that spins between ops (--spin-us) gets its CPUs
+        to itself: the thread goes to the others, if it may use some. False, changing nothing,
+        where that would not narrow."""
         return self._client.bind_thread_beside_daemon()
 
     # Every collective takes C-contiguous CPU memory: a NumPy array, or a torch tensor. The

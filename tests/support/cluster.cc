@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cli/connect_clients.h"
+#include "support/tensor_values.h"
 
 namespace gradsync::testing {
 
@@ -34,6 +35,17 @@ void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>
     threads.emplace_back([&, r] { body(static_cast<int>(r), cluster.clients[r]); });
   }
   for (auto& thread : threads) thread.join();
+}
+
+void expect_every_rank_still_serves(TestCluster& cluster) {
+  cluster.clients.clear();
+  cluster.clients = cli::connect_clients(cluster.cluster->rank_sockets(), std::chrono::seconds(30));
+  const int p = static_cast<int>(cluster.clients.size());
+  on_every_rank(cluster, [&](int rank, Client& client) {
+    auto data = contribution(DataType::f32, ReduceOp::sum, rank, 1000);
+    client.allreduce(data.data(), 1000, DataType::f32);
+    EXPECT_EQ(data, expected_reduction(DataType::f32, ReduceOp::sum, p, 1000));
+  });
 }
 
 }  // namespace gradsync::testing

@@ -28,4 +28,8 @@ TestCluster start_cluster(cli::LocalClusterOptions options);
 // Runs `body(rank, client)` on one thread per rank and waits for all of them.
 void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>& body);
 
+// Connects a new client for every rank (the old ones go) and checks that an all-reduce gives every
+// rank the right sum: what a test of bad input ends with.
+void expect_every_rank_still_serves(TestCluster& cluster);
+
 }  // namespace gradsync::testing
