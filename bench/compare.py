@@ -24,6 +24,8 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "build", "bin")
 LAN = os.path.join(ROOT, "deploy", "lan.sh")
+# gradsync with f32 values sent as bf16 (README "Semantics"): compared with the peers' f32 busbw.
+BF16_WIRE = "gradsync, bf16 wire"
 TORCH = os.path.join(ROOT, "bench", "peers", "torch_allreduce.py")
 NETNS_RSH = os.path.join(ROOT, "bench", "peers", "netns_rsh.sh")
 BIND_RANK = os.path.join(ROOT, "bench", "peers", "bind_rank.sh")
@@ -100,8 +102,9 @@ def sweep_flags(options):
             str(options.small_iters), "--warmup", str(options.warmup)]
 
 
-def gradsync_rows(setup, options, json_path):
-    bench = [os.path.join(BIN, "gradsync"), "bench", "--json", json_path] + sweep_flags(options)
+def gradsync_rows(setup, options, json_path, wire=None):
+    bench = ([os.path.join(BIN, "gradsync"), "bench", "--json", json_path] + sweep_flags(options)
+             + (["--wire", wire] if wire else []))
     per_host = ["--ranks-per-host", str(setup.per_host)]
     if setup.lan_rate:
         run([LAN, "run", "--hosts", str(setup.hosts), "--rate", setup.lan_rate] + per_host + ["--"]
@@ -178,6 +181,7 @@ def torch_rows(setup, options, json_path):
 
 SYSTEMS = [
     ("gradsync", "gradsync", gradsync_rows),
+    (BF16_WIRE, "gradsync", lambda setup, options, path: gradsync_rows(setup, options, path, "bf16")),
     ("Open MPI", "mpi_allreduce", mpi_rows),
     ("Gloo", "gloo_allreduce", gloo_rows("default")),
     ("Gloo ring_chunked", "gloo_allreduce", gloo_rows("ring_chunked")),
@@ -196,7 +200,8 @@ def available(program):
 
 
 def measure(setups, options):
-    """results[setup][system][bytes] = list of (time_us, wrong, algorithm), one per repetition."""
+    """results[setup][system][bytes] = list of (time_us, wrong, algorithm, error), one per
+    repetition (error: the wire type's measured error and its bound, else None)."""
     results = {setup.name: {} for setup in setups}
     notes = []
     systems = [(name, run_rows) for name, program, run_rows in SYSTEMS if available(program)]
@@ -222,7 +227,8 @@ def measure(setups, options):
                 per_size = results[setup.name].setdefault(name, {})
                 for row in rows:
                     per_size.setdefault(row["bytes"], []).append(
-                        (row["time_us"], row["wrong"], row.get("algorithm", "")))
+                        (row["time_us"], row["wrong"], row.get("algorithm", ""),
+                         (row["error"], row["error_bound"]) if "error" in row else None))
     return results, notes
 
 
@@ -325,10 +331,13 @@ def report(setups, results, notes, found, options, command):
         names = list(systems)
         # The LAN targets are against what one TCP stream gets over the same link.
         goodput = found.get(f"iperf3 over the emulated LAN ({setup.lan_rate})") if setup.lan_rate else None
+        wire = BF16_WIRE in names
         lines += [f"## {setup.name}", "", f"![busbw]({options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg)", "",
-                  "| size | " + " | ".join(f"{n} µs (busbw)" + (" algorithm" if n == "gradsync" else "") for n in names)
-                  + " | gradsync / best peer (time) |" + (" gradsync busbw / iperf3 |" if goodput else ""),
-                  "|---:|" + "---:|" * len(names) + "---:|" + ("---:|" if goodput else "")]
+                  "| size | " + " | ".join(f"{n} µs (busbw)" + (" algorithm" if n.startswith("gradsync") else "") for n in names)
+                  + " | gradsync / best peer (time) |" + (" gradsync busbw / iperf3 |" if goodput else "")
+                  + (" bf16 wire busbw / best peer's | bf16 wire error (bound) |" if wire else ""),
+                  "|---:|" + "---:|" * len(names) + "---:|" + ("---:|" if goodput else "")
+                  + ("---:|---:|" if wire else "")]
         series = {n: [] for n in names}
         for size in sizes:
             cells, medians = [], {}
@@ -337,21 +346,26 @@ def report(setups, results, notes, found, options, command):
                 if not samples:
                     cells.append("–")
                     continue
-                median = statistics.median(t for t, _, _ in samples)
-                wrong = sum(w for _, w, _ in samples)
+                median = statistics.median(t for t, _, _, _ in samples)
+                wrong = sum(w for _, w, _, _ in samples)
                 # What gradsync's planner chose, so a reader can tell a slow size's algorithm.
-                chosen = sorted({a.removeprefix("auto:") for _, _, a in samples if a.startswith("auto:")})
+                chosen = sorted({a.removeprefix("auto:") for _, _, a, _ in samples if a.startswith("auto:")})
                 medians[name] = median
                 series[name].append((size, busbw(size, median, setup)))
                 cells.append(f"{median:.1f} ({busbw(size, median, setup):.4f})"
                              + (f" {'/'.join(chosen)}" if chosen else "")
                              + (f" **{wrong} wrong**" if wrong else ""))
-            peers = [t for n, t in medians.items() if n != "gradsync"]
+            peers = [t for n, t in medians.items() if not n.startswith("gradsync")]
             ratio = f"{medians['gradsync'] / min(peers):.2f}" if "gradsync" in medians and peers else "–"
             row = f"| {size} | " + " | ".join(cells) + f" | {ratio} |"
             if goodput:
                 row += (f" {busbw(size, medians['gradsync'], setup) / goodput:.3f} |"
                         if "gradsync" in medians else " – |")
+            if wire:
+                errors = [e for _, _, _, e in systems[BF16_WIRE].get(size, []) if e is not None]
+                row += (f" {min(peers) / medians[BF16_WIRE]:.2f} |" if BF16_WIRE in medians and peers
+                        else " – |")
+                row += (f" {max(errors)[0]:.2e} ({max(errors)[1]:.2e}) |" if errors else " – |")
             lines.append(row)
         lines.append("")
         plot = svg_plot(setup, series)

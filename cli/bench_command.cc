@@ -20,6 +20,7 @@
 #include "cli/bench_report.h"
 #include "cli/connect_clients.h"
 #include "cli/size_list.h"
+#include "cli/wire_error.h"
 #include "client/gradsync_client.h"
 #include "collective/algorithms.h"
 #include "collective/cost_model.h"
@@ -82,6 +83,7 @@ class Bench {
     std::vector<std::vector<std::vector<double>>> times(local,
                                                         std::vector<std::vector<double>>(kinds));
     std::vector<std::vector<int>> wrong(local, std::vector<int>(kinds, 0));
+    double wire_error = -1;  // with a wire type, on the process that drives rank 0
     std::vector<std::string> errors(local);
     std::vector<std::byte> expected = reference(count, clients_.front().world_size());
     // What rank 0's ops of each row ran: auto's may vary, as the table explores and refines.
@@ -137,6 +139,10 @@ class Bench {
               if (std::memcmp(data, expected.data(), expected.size()) != 0) ++wrong[i][k];
             }
           }
+          if (wire_) {
+            const double error = measure_wire_error(client, type_, op_, *wire_, count);
+            if (client.rank() == 0) wire_error = error;
+          }
         } catch (const ClientError& error) {
           errors[i] = error.what();
         }
@@ -169,6 +175,11 @@ class Bench {
       row.predicted_us = predicted_us(plan_, {Collective::allreduce, hosts, count, wire_size}, ran);
       row.iterations = static_cast<int>(slowest.size());
       for (const auto& rank_wrong : wrong) row.wrong += rank_wrong[k];
+      // An op past the bound is wrong; the bound holds for any algorithm.
+      row.error = wire_error;
+      if (wire_ && wire_error > wire_error_bound(*wire_, type_, clients_.front().world_size())) {
+        ++row.wrong;
+      }
       rows.push_back(std::move(row));
     }
     return rows;
@@ -348,9 +359,18 @@ int run_bench(BenchOptions options) {
       note += "; " + host_layout(plan).describe() +
               ": busbw counts the links between hosts, algbw * 2(H - 1)/H";
     }
-    const BenchSetup setup{"gradsync bench",    world_size,     options.dtype,
-                           options.op,          options.wire,   options.iters,
-                           options.small_iters, options.warmup, note};
+    const double error_bound = wire ? wire_error_bound(*wire, type, world_size) : -1;
+    if (wire) {
+      char bound[200];
+      std::snprintf(bound, sizeof bound,
+                    "; error: of one more op on values in [-1, 1), the largest |result - sum| / "
+                    "sum |x| (README \"Semantics\": at most %.3g here, or the row is wrong)",
+                    error_bound);
+      note += bound;
+    }
+    const BenchSetup setup{
+        "gradsync bench", world_size,          options.dtype,  options.op, options.wire,
+        options.iters,    options.small_iters, options.warmup, note,       error_bound};
     print_bench_table(setup, rows);
     if (options.algorithm == "all") print_auto_against_best(rows);
     if (!options.json_path.empty()) write_bench_json(options.json_path, setup, rows);

@@ -37,15 +37,20 @@ void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& row
       setup.system.c_str(), setup.world_size, setup.dtype.c_str(), setup.op.c_str(), wire.c_str(),
       iterations.c_str(), setup.warmup);
   if (!setup.note.empty()) std::printf("# %s\n", setup.note.c_str());
-  std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s\n", "size(B)", "count", "type",
-              "redop", "algorithm", "time(us)", "algbw", "busbw", "predicted", "#wrong");
+  const bool errors = !setup.wire.empty();
+  std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s%s\n", "size(B)", "count", "type",
+              "redop", "algorithm", "time(us)", "algbw", "busbw", "predicted", "#wrong",
+              errors ? "      error" : "");
   for (const BenchRow& row : rows) {
     char predicted[32] = "-";
     if (row.predicted_us >= 0) std::snprintf(predicted, sizeof predicted, "%.1f", row.predicted_us);
-    std::printf("%12llu %12llu %6s %6s %-24s %12.1f %8.3f %8.3f %12s %7d\n",
+    char error[32] = "";
+    if (errors) std::snprintf(error, sizeof error, " %10.3g", row.error);
+    std::printf("%12llu %12llu %6s %6s %-24s %12.1f %8.3f %8.3f %12s %7d%s\n",
                 static_cast<unsigned long long>(row.bytes),
                 static_cast<unsigned long long>(row.count), setup.dtype.c_str(), setup.op.c_str(),
-                row.algorithm.c_str(), row.time_us, row.algbw, row.busbw, predicted, row.wrong);
+                row.algorithm.c_str(), row.time_us, row.algbw, row.busbw, predicted, row.wrong,
+                error);
   }
   std::fflush(stdout);
 }
@@ -69,6 +74,10 @@ void write_bench_json(const std::string& path, const BenchSetup& setup,
                                     {"iterations", row.iterations}};
     if (row.predicted_us >= 0) entry["predicted_us"] = row.predicted_us;
     if (!setup.wire.empty()) entry["wire"] = setup.wire;
+    if (row.error >= 0) {
+      entry["error"] = row.error;
+      entry["error_bound"] = setup.error_bound;
+    }
     entries.push_back(std::move(entry));
   }
   std::ofstream(path) << entries.dump(2) << "\n";

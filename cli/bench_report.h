@@ -18,6 +18,9 @@ struct BenchRow {
   double predicted_us = -1;  // negative: no model
   int wrong = 0;             // results that differ from the exact reference
   int iterations = 0;        // timed samples behind time_us
+  // With a 16-bit wire: the largest error of one op on inexact values, as a fraction of the sum
+  // of magnitudes (cli/wire_error.h); negative: not measured.
+  double error = -1;
 };
 
 struct BenchSetup {
@@ -29,7 +32,8 @@ struct BenchSetup {
   int iters = 0;
   int small_iters = 0;  // for rows of at most kSmallRowMaxBytes
   int warmup = 0;
-  std::string note;  // one more header line, if any
+  std::string note;         // one more header line, if any
+  double error_bound = -1;  // with a wire type: what BenchRow::error may be (wire_error_bound)
 };
 
 // Rows up to this size take their own (larger) number of timed iterations: such an op lasts

@@ -32,4 +32,9 @@ double unit_roundoff(DataType wire) {
   return wire == DataType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
 }
 
+double wire_error_bound(DataType wire, DataType type, int p) {
+  const double eps = type == DataType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+  return std::pow(1 + unit_roundoff(wire), p) * std::pow(1 + eps, p + 1) - 1;
+}
+
 }  // namespace gradsync

@@ -18,4 +18,9 @@ Status check_wire_type(Collective collective, DataType type, ReduceOp op, DataTy
 // of its magnitude (2^-8 for bf16, 2^-11 for f16), overflow aside.
 double unit_roundoff(DataType wire);
 
+// The bound on each element's error when p ranks' `type` values are summed with `wire` on the
+// wire, as a fraction of the sum of their magnitudes (README "Semantics"): at most p roundings to
+// the wire type and p + 1 roundings of the data type, (1 + u)^p (1 + eps)^(p + 1) - 1.
+double wire_error_bound(DataType wire, DataType type, int p);
+
 }  // namespace gradsync

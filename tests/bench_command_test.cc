@@ -39,5 +39,30 @@ TEST(BenchCommand, RowsUpTo64KiBTakeTheSmallIterationCount) {
   for (const auto& row : rows) EXPECT_EQ(row["wrong"], 0) << row.dump();
 }
 
+// With a 16-bit wire every row measures one more op's error on inexact values: above 0 (bf16
+// cannot hold them) and within the documented bound, which the row states.
+TEST(BenchCommand, AWireTypesRowsMeasureTheirErrorWithinTheBound) {
+  const std::string json_path = "/tmp/gradsync-bench-wire-" + std::to_string(::getpid()) + ".json";
+  const auto result = run_command(kGradsync + " local --workers 3 -- " + kGradsync +
+                                  " bench --wire bf16 --min-bytes 4KiB --max-bytes 1MiB "
+                                  "--step-factor 16 --iters 2 --warmup 1 --json " +
+                                  json_path);
+  std::ifstream file(json_path);
+  const nlohmann::json rows = nlohmann::json::parse(file, nullptr, false);
+  std::remove(json_path.c_str());
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_NE(result.out.find("the largest |result - sum| / sum |x|"), std::string::npos)
+      << result.out;
+  ASSERT_TRUE(rows.is_array()) << result.out;
+  ASSERT_EQ(rows.size(), 3u) << rows.dump(2);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+    EXPECT_GT(row["error"].get<double>(), 0) << row.dump();
+    // (1 + 2^-8)^3 (1 + 2^-24)^4 - 1
+    EXPECT_NEAR(row["error_bound"].get<double>(), 0.011764, 1e-5) << row.dump();
+    EXPECT_LE(row["error"].get<double>(), row["error_bound"].get<double>()) << row.dump();
+  }
+}
+
 }  // namespace
 }  // namespace gradsync

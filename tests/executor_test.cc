@@ -617,8 +617,7 @@ class ExecutorWireType : public ::testing::TestWithParam<WireCase> {};
 // * sum|x_r| (divided by p for avg). All-gather delivers every rank's block rounded once.
 TEST_P(ExecutorWireType, EveryRankEndsWithTheSameBitsWithinTheBound) {
   const auto [collective, algorithm, p, wire] = GetParam();
-  const double u = unit_roundoff(wire);
-  const double gamma = std::pow(1 + u, p) * std::pow(1 + std::ldexp(1.0, -24), p + 1) - 1;
+  const double gamma = wire_error_bound(wire, DataType::f32, p);
   for (const ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
     for (const std::uint64_t n : {std::uint64_t{1}, std::uint64_t{1000}, std::uint64_t{4099}}) {
       SCOPED_TRACE(std::string(name(op)) + " n=" + std::to_string(n));
