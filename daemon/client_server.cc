@@ -17,6 +17,7 @@
 
 #include "config/knobs.h"
 #include "daemon/accept_loop.h"
+#include "daemon/op_request.h"
 #include "daemon/outbox.h"
 #include "net/message_stream.h"
 #include "net/op_queue.h"
@@ -39,28 +40,6 @@ constexpr auto kReplyTimeout = std::chrono::seconds(10);
 constexpr std::size_t kMaxRegionsPerClient = 4096;
 // Connections of one client process: its library opens one; each costs the daemon a descriptor.
 constexpr int kMaxConnectionsPerClient = 64;
-
-// An op from a client's queue as the op thread takes ops. Its name shows in log lines: bytes
-// outside printable ASCII show as '?'.
-proto::SubmitOp submit_op_from(const net::QueuedOp& queued) {
-  proto::SubmitOp op;
-  op.set_request_id(queued.request_id);
-  op.set_region_id(queued.region_id);
-  op.set_collective(static_cast<proto::Collective>(queued.collective));
-  op.set_dtype(static_cast<proto::DataType>(queued.dtype));
-  op.set_op(static_cast<proto::ReduceOp>(queued.op));
-  op.set_algorithm(static_cast<proto::Algorithm>(queued.algorithm));
-  op.set_count(queued.count);
-  op.set_root(queued.root);
-  op.set_timeout_ms(queued.timeout_ms);
-  op.set_wire(static_cast<proto::DataType>(queued.wire));
-  std::string name(queued.name);
-  for (char& c : name) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  op.set_name(std::move(name));
-  return op;
-}
 
 std::string clock_time(std::chrono::system_clock::time_point when) {
   const std::time_t seconds = std::chrono::system_clock::to_time_t(when);

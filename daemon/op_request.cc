@@ -18,6 +18,26 @@ Status invalid(const std::string& message) { return Status(ErrorCode::invalid_ar
 
 }  // namespace
 
+proto::SubmitOp submit_op_from(const net::QueuedOp& queued) {
+  proto::SubmitOp op;
+  op.set_request_id(queued.request_id);
+  op.set_region_id(queued.region_id);
+  op.set_collective(static_cast<proto::Collective>(queued.collective));
+  op.set_dtype(static_cast<proto::DataType>(queued.dtype));
+  op.set_op(static_cast<proto::ReduceOp>(queued.op));
+  op.set_algorithm(static_cast<proto::Algorithm>(queued.algorithm));
+  op.set_count(queued.count);
+  op.set_root(queued.root);
+  op.set_timeout_ms(queued.timeout_ms);
+  op.set_wire(static_cast<proto::DataType>(queued.wire));
+  std::string name(queued.name);
+  for (char& c : name) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  op.set_name(std::move(name));
+  return op;
+}
+
 Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
                   std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
                   std::uint64_t& table_bytes) {

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 runs=${2:-1000000}
-fuzzers=(frame_decoder_fuzzer control_message_fuzzer client_request_fuzzer npy_reader_fuzzer)
+fuzzers=(frame_decoder_fuzzer control_message_fuzzer client_request_fuzzer npy_reader_fuzzer
+  op_queue_fuzzer)
 
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGRADSYNC_FUZZ=ON -DBUILD_TESTING=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

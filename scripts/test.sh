@@ -6,6 +6,6 @@ cd "$(dirname "$0")/.."
 
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 --timeout 300
-# Every outside input path under libFuzzer, AddressSanitizer and UBSan, 20 s each.
-./scripts/fuzz.sh 20
+# Every outside input path under libFuzzer, AddressSanitizer and UBSan, 10 s each.
+./scripts/fuzz.sh 10
 ./scripts/sanitize.sh
