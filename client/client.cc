@@ -134,7 +134,9 @@ class ClientConnection {
   std::shared_ptr<OpState> submit(const Submission& submission, const OpOptions& options) {
     std::lock_guard lock(mutex_);
     if (queue_.full()) {
-      await([this] { return !queue_.full(); }, net::Deadline::after(options.timeout));
+      await([this] { return !queue_.full(); },
+            net::Deadline::after(options.timeout + kResultGrace));
+      if (!lost_.ok()) throw ClientError(lost_);
       if (queue_.full()) {
         throw ClientError(
             Status(ErrorCode::deadline_exceeded, "the daemon answered none of the " +
@@ -269,8 +271,9 @@ class ClientConnection {
 
   // Every message on the socket counts: an op in the queue says how many came before it.
   Status send(const proto::ClientToDaemon& message, net::Deadline deadline, int attached_fd = -1) {
-    ++socket_messages_sent_;
-    return net::send_message(socket_.get(), message, deadline, attached_fd);
+    Status sent = net::send_message(socket_.get(), message, deadline, attached_fd);
+    if (sent.ok()) ++socket_messages_sent_;
+    return sent;
   }
 
   void ring_doorbell(std::chrono::milliseconds timeout) {
@@ -292,30 +295,40 @@ class ClientConnection {
         std::this_thread::yield();  // the daemon may share this CPU
         continue;
       }
-      queue_.set_asleep(true);
+      queue_.fall_asleep();
       take_results();  // one the daemon published before it could see the flag rings nothing
-      if (done()) {
-        queue_.set_asleep(false);
-        return;
+      bool rung = false;
+      if (!done() && !read_socket(deadline, rung)) return;
+      // A doorbell the daemon committed to when it took the flag down is read now, not left in
+      // the socket for a later sleep to wake on.
+      if (!queue_.wake()) {
+        while (!rung) {
+          if (!read_socket(deadline, rung)) return;
+        }
       }
-      proto::DaemonToClient message;
-      const Status status = reader_.receive(message, deadline);
-      queue_.set_asleep(false);
-      if (!status.ok()) {
-        fail_everything(status.code() == ErrorCode::deadline_exceeded
-                            ? Status(ErrorCode::deadline_exceeded,
-                                     "no result from the daemon before the op's timeout")
-                            : daemon_lost(status));
-        return;
-      }
-      if (message.has_result()) deliver(message.result());
     }
+  }
+
+  // Reads one message: a doorbell (`rung`), or a failed op's result; false, with every op in
+  // flight failed, if none came before `deadline`.
+  bool read_socket(net::Deadline deadline, bool& rung) {
+    proto::DaemonToClient message;
+    if (const Status status = reader_.receive(message, deadline); !status.ok()) {
+      fail_everything(status.code() == ErrorCode::deadline_exceeded
+                          ? Status(ErrorCode::deadline_exceeded,
+                                   "no result from the daemon before the op's timeout")
+                          : daemon_lost(status));
+      return false;
+    }
+    rung = rung || message.has_doorbell();
+    if (message.has_result()) deliver(message.result());
+    return true;
   }
 
   void take_results() {
     queue_.take_results([this](const net::QueuedResult& result) {
       const auto found = in_flight_.find(result.request_id);
-      if (found == in_flight_.end()) return;  // a failure whose reason came first
+      if (found == in_flight_.end()) return;  // failed already: its reason came first, or no daemon
       OpState& state = *found->second;
       if (result.failed != 0) {
         state.reason_on_socket = true;
@@ -352,6 +365,7 @@ class ClientConnection {
   }
 
   void fail_everything(const Status& reason) {
+    if (reason.code() == ErrorCode::peer_lost) lost_ = reason;
     for (auto& [id, pending] : in_flight_) {
       pending->status = reason;
       pending->done = true;
@@ -380,6 +394,7 @@ class ClientConnection {
   std::chrono::microseconds spin_{0};  // the daemon's
   std::uint64_t socket_messages_sent_ = 0;
   int reasons_to_read_ = 0;  // failed ops in flight whose reason is on the socket, unread
+  Status lost_;              // why the daemon is gone, once it is
 };
 
 SharedTensor::SharedTensor(SharedTensor&& other) noexcept

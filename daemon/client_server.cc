@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "config/knobs.h"
@@ -266,18 +267,25 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     return true;
   }
 
-  // Serves the ops the client has published in its queue; true if there were any.
+  // Serves the ops the client has published in its queue, at most a queue's worth before the
+  // event loop's next turn; true if there were any.
   bool serve_queue(const std::shared_ptr<ClientSession>& session) {
     bool served = false;
-    while (session->queue() && sessions.contains(session.get())) {
+    for (std::uint32_t turn = 0; turn < net::kOpQueueSlots; ++turn) {
+      if (!session->queue() || !sessions.contains(session.get())) return served;
       net::QueuedOp queued;
       bool taken = false;
       if (const Status status = session->queue()->take(queued, taken); !status.ok()) {
-        spdlog::warn("dropped a client (pid {}): {}", session->pid(), status.message());
-        end(session);
+        drop(session, status.message());
         return served;
       }
-      if (!taken) return served;
+      if (!taken) {
+        // Messages read with those an op followed, and sent after them: the socket will not
+        // say again that they are there.
+        if (!session->buffered()) return served;
+        if (!serve_messages(session, [&] { return session->buffered(); })) return served;
+        continue;
+      }
       served = true;
       // The socket messages sent before the op (an attachment it names, a hello) come first;
       // they are in the socket already.
@@ -286,12 +294,10 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
         return served;
       }
       if (session->messages_read() < queued.socket_messages_before) {
-        spdlog::warn(
-            "dropped a client (pid {}): its op {} follows {} messages on the socket, "
-            "of which {} came",
-            session->pid(), queued.request_id, queued.socket_messages_before,
-            session->messages_read());
-        end(session);
+        drop(session, "its op " + std::to_string(queued.request_id) + " follows " +
+                          std::to_string(queued.socket_messages_before) +
+                          " messages on the socket, of which " +
+                          std::to_string(session->messages_read()) + " came");
         return served;
       }
       if (!submit(session, submit_op_from(queued), true)) {
@@ -302,43 +308,55 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     return served;
   }
 
-  // After serving a client the server spins on the op queues for `spin`, so that an op that comes
-  // soon needs no doorbell; then it says in each queue that it sleeps.
+  void drop(const std::shared_ptr<ClientSession>& session, const std::string& why) {
+    spdlog::warn("dropped a client (pid {}): {}", session->pid(), why);
+    end(session);
+  }
+
+  // After serving a client the server spins on the op queues for hello.spin_us(), so that an op
+  // that comes soon needs no doorbell; then it says in each queue that it sleeps.
   void stay_awake() {
     awake_until = net::Clock::now() + std::chrono::microseconds(hello.spin_us());
     if (spinning) return;
     spinning = true;
-    for (const auto& [key, session] : sessions) {
-      if (session->queue()) session->queue()->set_asleep(false);
-    }
+    set_queues_asleep(false);
     spin_once();
   }
 
   void spin_once() {
-    std::vector<std::shared_ptr<ClientSession>> queued;
-    for (const auto& [key, session] : sessions) {
-      if (session->queue() && session->queue()->has_ops()) queued.push_back(session);
+    std::vector<std::shared_ptr<ClientSession>> published;
+    for (ClientSession* session : queued_sessions) {
+      if (session->queue()->has_ops()) published.push_back(sessions.at(session));
     }
     bool served = false;
-    for (const auto& session : queued) served = serve_queue(session) || served;
+    for (const auto& session : published) served = serve_queue(session) || served;
     if (served) awake_until = net::Clock::now() + std::chrono::microseconds(hello.spin_us());
     if (net::Clock::now() < awake_until) {
       std::this_thread::yield();  // a client may share this CPU
-      // Posted, so that the event loop serves the sockets and timers between two looks.
-      asio::post(acceptor.get_executor(), [weak = weak_from_this()] {
-        if (const auto self = weak.lock()) self->spin_once();
-      });
+      post([](State& self) { self.spin_once(); });
       return;
     }
     spinning = false;
+    // An op published before its client could see the flag rings no doorbell.
+    if (set_queues_asleep(true)) post([](State& self) { self.stay_awake(); });
+  }
+
+  // Says in every op queue whether the server sleeps; true if one holds an op.
+  bool set_queues_asleep(bool asleep) {
     bool published = false;
-    for (const auto& [key, session] : sessions) {
-      if (!session->queue()) continue;
-      session->queue()->set_asleep(true);
-      // An op published before the client could see the flag rings no doorbell.
+    for (ClientSession* session : queued_sessions) {
+      session->queue()->set_asleep(asleep);
       published = published || session->queue()->has_ops();
     }
-    if (published) stay_awake();
+    return published;
+  }
+
+  // Runs `work` on the event loop's next turn, so that sockets and timers are served between.
+  template <typename Work>
+  void post(Work work) {
+    asio::post(acceptor.get_executor(), [weak = weak_from_this(), work] {
+      if (const auto self = weak.lock()) work(*self);
+    });
   }
 
   // False: the client is to be dropped.
@@ -384,33 +402,30 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   bool submit(const std::shared_ptr<ClientSession>& session, const proto::SubmitOp& submitted,
               bool queued) {
     PendingOp op{session, submitted, nullptr, 0, session->local_rank, queued};
-    {
-      Status claimed = claim(session);
-      if (claimed.ok() && session->generation != hello.generation()) {
-        claimed =
-            Status(ErrorCode::group_changed,
-                   "the group changed from generation " + std::to_string(session->generation) +
-                       " to " + std::to_string(hello.generation()) + ": this is now rank " +
-                       std::to_string(hello.rank() + session->local_rank) + " of " +
-                       std::to_string(hello.world_size()) +
-                       "; take note of it (Client::group()) to go on");
-      }
-      LocalRank& local = locals[session->local_rank];
-      if (claimed.ok()) {
-        op.stream_sequence = ++local.submitted;
-        if (!local.owed.empty()) {
-          claimed = local.owed.front();
-          local.owed.pop_front();
-        }
-      }
-      if (!claimed.ok()) return session->answer(op, failure(op, claimed));
-      if (const auto found = session->regions().find(op.op.region_id());
-          found != session->regions().end()) {
-        op.region = found->second;
-      }
-      local.waiting.push_back(std::move(op));
-      return run_ready(session.get());
+    Status claimed = claim(session);
+    if (claimed.ok() && session->generation != hello.generation()) {
+      claimed = Status(ErrorCode::group_changed,
+                       "the group changed from generation " + std::to_string(session->generation) +
+                           " to " + std::to_string(hello.generation()) + ": this is now rank " +
+                           std::to_string(hello.rank() + session->local_rank) + " of " +
+                           std::to_string(hello.world_size()) +
+                           "; take note of it (Client::group()) to go on");
     }
+    LocalRank& local = locals[session->local_rank];
+    if (claimed.ok()) {
+      op.stream_sequence = ++local.submitted;
+      if (!local.owed.empty()) {
+        claimed = local.owed.front();
+        local.owed.pop_front();
+      }
+    }
+    if (!claimed.ok()) return session->answer(op, failure(op, claimed));
+    if (const auto found = session->regions().find(op.op.region_id());
+        found != session->regions().end()) {
+      op.region = found->second;
+    }
+    local.waiting.push_back(std::move(op));
+    return run_ready(session.get());
   }
 
   // Answers a hello: the client takes note of the group as it is now.
@@ -547,8 +562,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     arm_gather_timer();
   }
 
-  static void attach(ClientSession& session, const proto::AttachRegion& request,
-                     net::UniqueFd attached) {
+  void attach(ClientSession& session, const proto::AttachRegion& request, net::UniqueFd attached) {
     if (request.op_queue()) {
       attach_queue(session, request, std::move(attached));
       return;
@@ -573,8 +587,8 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
 
   // A connection has one op queue, of the layout's size at least. Without one its hello says so,
   // and the client library gives up with that.
-  static void attach_queue(ClientSession& session, const proto::AttachRegion& request,
-                           net::UniqueFd attached) {
+  void attach_queue(ClientSession& session, const proto::AttachRegion& request,
+                    net::UniqueFd attached) {
     net::SharedRegion region;
     const Status mapped =
         session.queue() ? Status(ErrorCode::invalid_argument, "the connection has one already")
@@ -589,6 +603,8 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
       return;
     }
     session.take_queue(std::move(region));
+    session.queue()->set_asleep(!spinning);
+    queued_sessions.insert(&session);
   }
 
   // Makes `session` its local rank's submitting client, unless another one is.
@@ -641,6 +657,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     }
     asio::error_code ignored;
     session->socket().close(ignored);
+    queued_sessions.erase(session.get());
     sessions.erase(session.get());
   }
 
@@ -649,6 +666,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     acceptor.close(ignored);
     backoff.cancel();
     for (auto& [key, session] : sessions) session->socket().close(ignored);
+    queued_sessions.clear();
     sessions.clear();
   }
 
@@ -665,7 +683,8 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   std::vector<LocalRank> locals;
   std::uint64_t batches = 0;        // places of the streams run or failed, in all generations
   asio::steady_timer gather_timer;  // for the place some local ranks have reached
-  bool spinning = false;            // on the op queues (stay_awake)
+  std::set<ClientSession*> queued_sessions;  // those with an op queue
+  bool spinning = false;                     // on the op queues (stay_awake)
   net::Clock::time_point awake_until;
   std::uint64_t gather_armed_for = ~std::uint64_t{0};  // the value of `batches` it was armed at
 };

@@ -2,7 +2,8 @@
 // a hello, the group's plan on request, shared-memory regions handed over once each, and ops,
 // which run on that thread as they are read (a hand-off to another thread would cost every op a
 // wake-up). Ops come through each connection's op queue in shared memory (net/op_queue.h), which
-// the server spins on for a while after serving one; their results go back the same way. The daemon
+// the server spins on for a while after serving one, and their results go back the same way; an
+// op may also come as a request on the socket, answered there (the library sends none). The daemon
 // serves one or more local ranks (--local-ranks); a client says which it is in its hello. One
 // client at a time submits ops for each local rank (its op stream: ops pair across ranks by their
 // place in it); a second is refused with an error naming the first, while read-only connections (a
@@ -40,7 +41,8 @@ struct PendingOp {
   std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
   std::uint64_t stream_sequence = 0;          // 1 for the submitting client's first op, and so on
   int local_rank = 0;
-  bool queued = false;  // it came through the client's op queue, and is answered there
+  bool queued = false;  // it came through the client's op queue: answered there (and a failure's
+                        // reason on the socket)
 };
 
 // The ops at one place of every local rank's stream, which the worker runs as one op.

@@ -15,14 +15,14 @@
 
 namespace gradsync::daemon {
 
-// Fills `options` (the op's descriptor and deadline; its op_id set) and `shape` for `pending` in a
-// group of `layout`'s ranks; `forced` is the worker's --algorithm, for ops that ask for auto.
-// The algorithm is the one for the op between hosts (host_op.h). `table_bytes` receives the
-// bytes the plan chose it by, 0 where the request or the worker forced it.
 // An op from a client's queue (net/op_queue.h) as a request on the socket would be. Its name
 // shows in log lines: bytes outside printable ASCII show as '?'.
 proto::SubmitOp submit_op_from(const net::QueuedOp& queued);
 
+// Fills `options` (the op's descriptor and deadline; its op_id set) and `shape` for `pending` in a
+// group of `layout`'s ranks; `forced` is the worker's --algorithm, for ops that ask for auto.
+// The algorithm is the one for the op between hosts (host_op.h). `table_bytes` receives the
+// bytes the plan chose it by, 0 where the request or the worker forced it.
 Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
                   std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
                   std::uint64_t& table_bytes);

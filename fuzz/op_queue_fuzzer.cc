@@ -2,10 +2,12 @@
 // of the region (the counters, the flags and the first ops): the daemon's end takes op after op
 // until the count says none or is refused, and every op converts to a request as one from the
 // socket would, or is refused. Nothing may crash or read past the region.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "daemon/op_request.h"
 #include "net/op_queue.h"

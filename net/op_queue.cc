@@ -17,7 +17,7 @@ bool OpQueueClientEnd::publish(const QueuedOp& op) {
   std::atomic_ref(queue_->submitted).store(published_, std::memory_order_seq_cst);
   // Seen together with the daemon's store of the flag before its last look at `submitted`
   // (both sequentially consistent): either the daemon sees this op or this sees it asleep.
-  return std::atomic_ref(queue_->daemon_asleep).load(std::memory_order_seq_cst) != 0;
+  return std::atomic_ref(queue_->daemon_asleep).exchange(0, std::memory_order_seq_cst) != 0;
 }
 
 Status OpQueueDaemonEnd::take(QueuedOp& op, bool& taken) {
@@ -43,7 +43,7 @@ bool OpQueueDaemonEnd::publish(const QueuedResult& result) {
   std::memcpy(&queue_->results[completed_ % kOpQueueSlots], &result, sizeof result);
   ++completed_;
   std::atomic_ref(queue_->completed).store(completed_, std::memory_order_seq_cst);
-  return std::atomic_ref(queue_->client_asleep).load(std::memory_order_seq_cst) != 0;
+  return std::atomic_ref(queue_->client_asleep).exchange(0, std::memory_order_seq_cst) != 0;
 }
 
 }  // namespace gradsync::net

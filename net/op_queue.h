@@ -1,9 +1,9 @@
 // The fast path between a client and its daemon: ops go in and their results come back through a
 // region of shared memory that the client makes and attaches once, with no socket message while
-// the other side is awake (spinning). A side that stops spinning says so in the region before it
-// sleeps; the other side then rings its doorbell, a small message on the unix socket, which
-// wakes it. The socket still carries the hello, attachments, the plan, status and the reason of
-// every failed op.
+// the other side is awake (spinning). A side that stops spinning raises its flag in the region
+// before it sleeps; the other side, publishing, takes the flag down and rings its doorbell, a
+// small message on the unix socket, which wakes it: one doorbell per sleep. The socket still
+// carries the hello, attachments, the plan, status and the reason of every failed op.
 //
 // The daemon treats the region as hostile: the client may write anything in it at any time. The
 // daemon keeps its own counts, copies each op out of the region before reading it, and refuses a
@@ -42,13 +42,14 @@ struct QueuedOp {
 
 struct QueuedResult {
   std::uint64_t request_id;
-  std::int32_t failed;     // 1: the op failed, and its result (the reason) came on the socket first
+  std::int32_t failed;     // 1: the op failed; its result, with the reason, is sent on the socket
   std::int32_t algorithm;  // proto enum value
   double elapsed_us;
 };
 
-// The region. Counters only grow; slot i % kOpQueueSlots holds op or result i. Each counter and
-// flag is written by one side only, through std::atomic_ref.
+// The region. Counters only grow; slot i % kOpQueueSlots holds op or result i. Each counter is
+// written by one side only; a flag is raised by its side and taken down by either. All through
+// std::atomic_ref.
 struct OpQueueLayout {
   alignas(64) std::uint64_t submitted;  // client: ops published
   alignas(64) std::uint32_t daemon_asleep;
@@ -65,7 +66,8 @@ class OpQueueClientEnd {
   explicit OpQueueClientEnd(std::byte* region) : queue_(reinterpret_cast<OpQueueLayout*>(region)) {}
 
   bool full() const { return published_ - results_read_ >= kOpQueueSlots; }
-  // Publishes `op`; true when the daemon sleeps and its doorbell is to be rung.
+  // Publishes `op`; true when the daemon sleeps and its doorbell is to be rung (its flag is then
+  // down: the next op rings nothing).
   bool publish(const QueuedOp& op);
   // Calls `take(result)` for each result published since the last call.
   template <typename Take>
@@ -76,9 +78,11 @@ class OpQueueClientEnd {
       take(queue_->results[results_read_ % kOpQueueSlots]);
     }
   }
-  // Before sleeping, and after: a result published while this is true rings the doorbell.
-  void set_asleep(bool asleep) {
-    std::atomic_ref(queue_->client_asleep).store(asleep ? 1 : 0, std::memory_order_seq_cst);
+  // Before sleeping: the next result rings the doorbell.
+  void fall_asleep() { std::atomic_ref(queue_->client_asleep).store(1, std::memory_order_seq_cst); }
+  // After: false if the daemon took the flag down, and so rang (or is about to ring) the doorbell.
+  bool wake() {
+    return std::atomic_ref(queue_->client_asleep).exchange(0, std::memory_order_seq_cst) != 0;
   }
 
  private:
@@ -98,7 +102,8 @@ class OpQueueDaemonEnd {
   bool has_ops() const {
     return std::atomic_ref(queue_->submitted).load(std::memory_order_seq_cst) != taken_;
   }
-  // Publishes `result`; true when the client sleeps and its doorbell is to be rung.
+  // Publishes `result`; true when the client sleeps and its doorbell is to be rung (its flag is
+  // then down).
   bool publish(const QueuedResult& result);
   void set_asleep(bool asleep) {
     std::atomic_ref(queue_->daemon_asleep).store(asleep ? 1 : 0, std::memory_order_seq_cst);

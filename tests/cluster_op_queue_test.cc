@@ -60,9 +60,12 @@ struct QueueClient {
 
   // Publishes `op` in slot `index` by hand, and rings.
   void publish(const net::QueuedOp& op, std::uint64_t index) {
+    publish_silently(op, index);
+    ring();
+  }
+  void publish_silently(const net::QueuedOp& op, std::uint64_t index) {
     queue().ops[index % net::kOpQueueSlots] = op;
     std::atomic_ref(queue().submitted).store(index + 1);
-    ring();
   }
 
   // The daemon closed the connection.
@@ -163,6 +166,37 @@ TEST(ClusterOpQueue, AQueuedOpIsCheckedLikeOneOnTheSocket) {
   EXPECT_EQ(raw.queue().results[0].failed, 1);
   raw.fd.reset();
   testing::expect_every_rank_still_serves(cluster);
+}
+
+// Reading the socket message an op follows can read the messages behind it too: they are served
+// once the queue is empty, though the socket will not say again that they are there. Here the
+// daemon reads them while it goes from one op to the next without returning to its event loop.
+TEST(ClusterOpQueue, MessagesReadWithTheOneAnOpFollowsAreServed) {
+  testing::TestCluster cluster = testing::start_cluster(2);
+  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout));
+  ASSERT_TRUE(raw.hello.op_queue());
+  raw.publish(barrier_op(1, raw.sent), 0);  // the daemon waits in it for rank 1
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  proto::ClientToDaemon ask;
+  ask.mutable_status_request();
+  raw.send(ask);
+  const std::uint64_t after_first = raw.sent;
+  raw.send(ask);
+  raw.publish_silently(barrier_op(2, after_first), 1);  // follows the first question only
+  std::thread peer([&] {
+    cluster.clients[1].barrier();
+    cluster.clients[1].barrier();
+  });
+  int answers = 0;
+  Status status;
+  while (answers < 2 && status.ok()) {
+    proto::DaemonToClient reply;
+    status = raw.reader->receive(reply, net::Deadline::after(std::chrono::seconds(5)));
+    answers += status.ok() && reply.has_status() ? 1 : 0;
+  }
+  peer.join();
+  EXPECT_EQ(answers, 2) << status.to_string();
+  EXPECT_EQ(std::atomic_ref(raw.queue().completed).load(), 2u);
 }
 
 // A count of published ops far ahead of what the daemon took: the client is dropped, saying why,

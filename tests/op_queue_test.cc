@@ -52,17 +52,23 @@ TEST(OpQueue, OpsAndResultsPassInOrderAroundTheSlotsMoreThanOnce) {
   EXPECT_FALSE(queue.daemon.has_ops());
 }
 
-TEST(OpQueue, EachSideRingsOnlyWhenTheOtherSaidItSleeps) {
+// Once per sleep: the first publication after a side raised its flag rings, the next does not.
+TEST(OpQueue, EachSideRingsOnceWhenTheOtherSaidItSleeps) {
   Queue queue;
   queue.daemon.set_asleep(true);
   EXPECT_TRUE(queue.client.publish(op_with_id(1)));
+  EXPECT_FALSE(queue.client.publish(op_with_id(2)));
   EXPECT_TRUE(queue.daemon.has_ops());  // seen after the flag: the daemon wakes on its own too
   queue.daemon.set_asleep(false);
-  EXPECT_FALSE(queue.client.publish(op_with_id(2)));
-  queue.client.set_asleep(true);
+  EXPECT_FALSE(queue.client.publish(op_with_id(3)));
+
+  queue.client.fall_asleep();
   EXPECT_TRUE(queue.daemon.publish({1, 0, 0, 0}));
-  queue.client.set_asleep(false);
   EXPECT_FALSE(queue.daemon.publish({2, 0, 0, 0}));
+  EXPECT_FALSE(queue.client.wake());  // the daemon took the flag down: a doorbell is coming
+  queue.client.fall_asleep();
+  EXPECT_TRUE(queue.client.wake());  // nothing published meanwhile: no doorbell
+  EXPECT_FALSE(queue.daemon.publish({3, 0, 0, 0}));
 }
 
 TEST(OpQueue, TheClientWaitsWhenEverySlotHoldsAnOpNotAnswered) {
