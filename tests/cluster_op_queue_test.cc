@@ -68,6 +68,17 @@ struct QueueClient {
     std::atomic_ref(queue().submitted).store(index + 1);
   }
 
+  // How many results the daemon has published, once there are `count` or 10 s have passed: a
+  // result comes after its reason on the socket.
+  std::uint64_t results(std::uint64_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::atomic_ref(queue().completed).load() < count &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return std::atomic_ref(queue().completed).load();
+  }
+
   // The daemon closed the connection.
   bool dropped() {
     proto::DaemonToClient reply;
@@ -161,7 +172,7 @@ TEST(ClusterOpQueue, AQueuedOpIsCheckedLikeOneOnTheSocket) {
             std::string::npos)
       << reply.result().status().message();
   EXPECT_FALSE(peer_error.empty());
-  EXPECT_EQ(std::atomic_ref(raw.queue().completed).load(), 1u);
+  ASSERT_EQ(raw.results(1), 1u);
   EXPECT_EQ(raw.queue().results[0].request_id, 7u);
   EXPECT_EQ(raw.queue().results[0].failed, 1);
   raw.fd.reset();
@@ -245,12 +256,7 @@ TEST(ClusterOpQueue, AQueueTooSmallOrASecondOneIsNotTaken) {
   EXPECT_TRUE(raw.say_hello().op_queue());
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("has one already"), std::string::npos);
   raw.publish(barrier_op(1, raw.sent), 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::atomic_ref(raw.queue().completed).load() == 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(std::atomic_ref(raw.queue().completed).load(), 1u);
+  ASSERT_EQ(raw.results(1), 1u);
   EXPECT_EQ(raw.queue().results[0].failed, 0);
 }
 
