@@ -330,7 +330,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     }
     bool served = false;
     for (const auto& session : published) served = serve_queue(session) || served;
-    if (served) awake_until = net::Clock::now() + std::chrono::microseconds(hello.spin_us());
+    if (served) stay_awake();  // spinning already: only the end moves
     if (net::Clock::now() < awake_until) {
       std::this_thread::yield();  // a client may share this CPU
       post([](State& self) { self.spin_once(); });

@@ -17,16 +17,25 @@ using testing::run_command;
 
 const std::string kGradsync = GRADSYNC_CLI;
 
-TEST(BenchCommand, RowsUpTo64KiBTakeTheSmallIterationCount) {
+// Runs `gradsync bench FLAGS` under `gradsync local --workers WORKERS`; its JSON rows into `rows`.
+testing::CommandResult run_bench(int workers, const std::string& flags, nlohmann::json& rows) {
   const std::string json_path = "/tmp/gradsync-bench-test-" + std::to_string(::getpid()) + ".json";
-  // 64 KiB and 1% more (66188 bytes): a row that is small and one that is not.
-  const auto result = run_command(kGradsync + " local --workers 2 -- " + kGradsync +
-                                  " bench --min-bytes 64KiB --max-bytes 66200 --step-factor "
-                                  "1.01 --iters 2 --small-iters 5 --warmup 1 --json " +
-                                  json_path);
+  const auto result = run_command(kGradsync + " local --workers " + std::to_string(workers) +
+                                  " -- " + kGradsync + " bench " + flags + " --json " + json_path);
   std::ifstream file(json_path);
-  const nlohmann::json rows = nlohmann::json::parse(file, nullptr, false);
+  rows = nlohmann::json::parse(file, nullptr, false);
   std::remove(json_path.c_str());
+  return result;
+}
+
+TEST(BenchCommand, RowsUpTo64KiBTakeTheSmallIterationCount) {
+  nlohmann::json rows;
+  // 64 KiB and 1% more (66188 bytes): a row that is small and one that is not.
+  const auto result =
+      run_bench(2,
+                "--min-bytes 64KiB --max-bytes 66200 --step-factor 1.01 --iters 2 --small-iters 5 "
+                "--warmup 1",
+                rows);
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   EXPECT_NE(result.out.find("2 iterations (5 up to 64 KiB) after 1 warm-up"), std::string::npos)
       << result.out;
@@ -42,14 +51,10 @@ TEST(BenchCommand, RowsUpTo64KiBTakeTheSmallIterationCount) {
 // With a 16-bit wire every row measures one more op's error on inexact values: above 0 (bf16
 // cannot hold them) and within the documented bound, which the row states.
 TEST(BenchCommand, AWireTypesRowsMeasureTheirErrorWithinTheBound) {
-  const std::string json_path = "/tmp/gradsync-bench-wire-" + std::to_string(::getpid()) + ".json";
-  const auto result = run_command(kGradsync + " local --workers 3 -- " + kGradsync +
-                                  " bench --wire bf16 --min-bytes 4KiB --max-bytes 1MiB "
-                                  "--step-factor 16 --iters 2 --warmup 1 --json " +
-                                  json_path);
-  std::ifstream file(json_path);
-  const nlohmann::json rows = nlohmann::json::parse(file, nullptr, false);
-  std::remove(json_path.c_str());
+  nlohmann::json rows;
+  const auto result = run_bench(
+      3, "--wire bf16 --min-bytes 4KiB --max-bytes 1MiB --step-factor 16 --iters 2 --warmup 1",
+      rows);
   ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
   EXPECT_NE(result.out.find("the largest |result - sum| / sum |x|"), std::string::npos)
       << result.out;
