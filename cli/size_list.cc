@@ -40,8 +40,10 @@ std::optional<std::vector<std::uint64_t>> parse_size_list(std::string_view text,
   for (const std::string_view entry : split_commas(text)) {
     const auto size = parse_size(entry);
     if (!size) {
-      error = "'" + std::string(entry) +
-              "' is not a size in bytes (a whole number, optionally followed by KiB, MiB or GiB)";
+      // Appended: see parse_cpu_list on GCC 12's -Wrestrict.
+      std::string message = "'";
+      error = message.append(entry).append(
+          "' is not a size in bytes (a whole number, optionally followed by KiB, MiB or GiB)");
       return std::nullopt;
     }
     sizes.push_back(*size);
