@@ -69,6 +69,15 @@ inline constexpr Knob<int> kClientUid{
     "Also serve local clients running as this user id (default: only the daemon's own user and "
     "root)",
     kWorker};
+inline constexpr Knob<int> kClientGid{
+    "--client-gid",
+    "GRADSYNC_CLIENT_GID",
+    -1,
+    -1,
+    std::numeric_limits<int>::max(),
+    "Hand the client socket to this group (mode 0660) and serve its members; the daemon's user "
+    "must be in the group (default: the socket is the daemon user's alone)",
+    kWorker};
 inline constexpr Knob<int> kLocalRanks{
     "--local-ranks",
     "LOCAL_WORLD_SIZE",

@@ -140,12 +140,12 @@ struct LocalRank {
 };
 
 struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
-  State(asio::io_context& io, net::UniqueFd listener, int client_uid_in,
+  State(asio::io_context& io, net::UniqueFd listener, net::ClientAccess access_in,
         proto::DaemonHello hello_in, proto::GroupPlan plan_in, OpRunner run_in,
         StatusSource status_in)
       : acceptor(io),
         backoff(io),
-        client_uid(client_uid_in),
+        access(access_in),
         hello(std::move(hello_in)),
         plan(std::move(plan_in)),
         run(std::move(run_in)),
@@ -168,7 +168,7 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
 
   void take(stream_protocol::socket socket) {
     const net::PeerCredentials peer = net::peer_credentials(socket.native_handle());
-    if (const Status refused = refusal(peer); !refused.ok()) {
+    if (const Status refused = refusal(peer, socket.native_handle()); !refused.ok()) {
       refuse(socket, refused);
       return;
     }
@@ -187,17 +187,21 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
     read(session);
   }
 
-  // Why a client may not use this rank, if it may not. Another user's: the socket file is the
-  // daemon user's own (mode 0600), so such a client was let in by hand, and would read and write
-  // the group's tensors. A process that holds kMaxConnectionsPerClient connections already.
-  Status refusal(const net::PeerCredentials& peer) const {
+  // Why a client may not use this rank, if it may not. Another user's, not named by `access`:
+  // the socket file is the daemon user's (and the group's), so such a client was let in by hand,
+  // and would read and write the group's tensors. A process that holds kMaxConnectionsPerClient
+  // connections already.
+  Status refusal(const net::PeerCredentials& peer, int fd) const {
     const long own = static_cast<long>(::geteuid());
-    if (peer.uid != own && peer.uid != 0 && (client_uid < 0 || peer.uid != client_uid)) {
+    const bool served = peer.uid == own || peer.uid == 0 ||
+                        (access.uid >= 0 && peer.uid == access.uid) ||
+                        (access.gid >= 0 && net::peer_in_group(fd, access.gid));
+    if (!served) {
       return Status(ErrorCode::unauthenticated,
                     "host " + std::to_string(hello.host()) + "'s daemon runs as uid " +
                         std::to_string(own) + " and serves no client of uid " +
                         std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
-                        "; --client-uid names one more user to serve)");
+                        "; --client-uid names one more user to serve, --client-gid a group)");
     }
     // A connection the process has closed, whose end this daemon has not read yet, is not held.
     const auto held = std::count_if(sessions.begin(), sessions.end(), [&](const auto& entry) {
@@ -671,9 +675,9 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   }
 
   stream_protocol::acceptor acceptor;
-  asio::steady_timer backoff;  // between accepts that failed
-  const int client_uid;        // served besides the daemon's own user and root; -1: none
-  proto::DaemonHello hello;    // of the current generation
+  asio::steady_timer backoff;      // between accepts that failed
+  const net::ClientAccess access;  // served besides the daemon's own user and root
+  proto::DaemonHello hello;        // of the current generation
   proto::GroupPlan plan;
   bool between_generations = false;
   std::vector<std::weak_ptr<ClientSession>> awaiting_hello;  // until the next generation
@@ -689,10 +693,10 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   std::uint64_t gather_armed_for = ~std::uint64_t{0};  // the value of `batches` it was armed at
 };
 
-ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, int client_uid,
+ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, net::ClientAccess access,
                            proto::DaemonHello hello, proto::GroupPlan plan, OpRunner run,
                            StatusSource status)
-    : state_(std::make_shared<State>(io, std::move(listener), client_uid, std::move(hello),
+    : state_(std::make_shared<State>(io, std::move(listener), access, std::move(hello),
                                      std::move(plan), std::move(run), std::move(status))) {
   state_->accept();
 }

@@ -25,6 +25,7 @@
 #include "collective/status.h"
 #include "gradsync.pb.h"
 #include "net/shared_memory.h"
+#include "net/socket.h"
 #include "net/unique_fd.h"
 
 namespace asio {
@@ -59,11 +60,11 @@ using StatusSource = std::function<proto::DaemonStatus()>;
 
 class ClientServer {
  public:
-  // Starts accepting on `io`. Clients of the daemon's own user and root are served, and those of
-  // `client_uid` unless it is -1; any other is refused with the reason. `hello` is local rank 0's;
+  // Starts accepting on `io`. Clients of the daemon's own user and root are served, and those
+  // `access` names; any other is refused with the reason. `hello` is local rank 0's;
   // its local_ranks says how many the daemon serves, its spin_us how long the server spins on
   // the clients' op queues after serving one before it sleeps.
-  ClientServer(asio::io_context& io, net::UniqueFd listener, int client_uid,
+  ClientServer(asio::io_context& io, net::UniqueFd listener, net::ClientAccess access,
                proto::DaemonHello hello, proto::GroupPlan plan, OpRunner run, StatusSource status);
   ~ClientServer();
 

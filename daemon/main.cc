@@ -179,6 +179,7 @@ int main(int argc, char** argv) {
   int spin_us = 0;
   int stall_timeout_ms = 0;
   int client_uid = 0;
+  int client_gid = 0;
   int local_ranks = 0;
   std::string cpus;
   CLI::App* worker = app.add_subcommand("worker", "Run collectives for local clients");
@@ -208,6 +209,7 @@ int main(int argc, char** argv) {
   add_knob(*worker, knobs::kSpinUs, spin_us);
   add_knob(*worker, knobs::kStallTimeoutMs, stall_timeout_ms);
   add_knob(*worker, knobs::kClientUid, client_uid);
+  add_knob(*worker, knobs::kClientGid, client_gid);
   add_knob(*worker, knobs::kLocalRanks, local_ranks);
   add_knob(*worker, knobs::kSecretFile, secret_file);
   worker->add_flag("--insecure", insecure, insecure_help)->envname("GRADSYNC_INSECURE");
@@ -265,7 +267,7 @@ int main(int argc, char** argv) {
     config.rejoin = !no_rejoin;
     config.spin = std::chrono::microseconds(spin_us);
     config.stall_timeout = std::chrono::milliseconds(stall_timeout_ms);
-    config.client_uid = client_uid;
+    config.clients = {client_uid, client_gid};
     config.local_ranks = local_ranks;
     // Before any thread starts, so that every thread of the worker inherits the binding.
     if (!cpus.empty()) bind_to_cpus("--cpus", cpus);

@@ -103,12 +103,13 @@ class Worker {
       return fail("worker: " + status.message());
     }
     net::UniqueFd client_listener;
-    if (Status status = net::listen_unix(config_.socket_path, client_listener); !status.ok()) {
+    if (Status status = net::listen_unix(config_.socket_path, client_listener, config_.clients.gid);
+        !status.ok()) {
       return fail("worker: " + status.message());
     }
     serving_since_ = std::chrono::steady_clock::now();
     server_.emplace(
-        op_io_, std::move(client_listener), config_.client_uid,
+        op_io_, std::move(client_listener), config_.clients,
         hello_for(first.assignment, first.layout), first.plan_message,
         [this](const LocalOps& ops) { return run_ops(ops); }, [this] { return describe_self(); });
     install(std::move(first));

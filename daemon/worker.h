@@ -25,7 +25,8 @@ struct WorkerConfig {
   std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
   std::chrono::microseconds spin{knobs::kSpinUs.default_value};
   std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};
-  int client_uid = knobs::kClientUid.default_value;  // served besides the daemon's own and root
+  // Served besides the daemon's own user and root.
+  net::ClientAccess clients{knobs::kClientUid.default_value, knobs::kClientGid.default_value};
   std::chrono::milliseconds join_timeout{knobs::kJoinTimeoutMs.default_value};
   std::chrono::milliseconds coordinator_timeout{knobs::kCoordinatorTimeoutMs.default_value};
   bool rejoin = true;  // false: a worker whose generation ends exits instead of joining the next

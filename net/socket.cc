@@ -9,10 +9,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <vector>
 
 namespace gradsync::net {
 
@@ -73,11 +76,15 @@ Status make_unix_address(const std::string& path, sockaddr_un& address) {
 // Connects a non-blocking socket, waiting at most until the deadline.
 Status finish_connect(int fd, const sockaddr* address, socklen_t length, Deadline deadline,
                       int cancel_fd, const std::string& target) {
+  const auto failed = [&](int error) {
+    // A socket file this user may not use refuses for good; anything else may be a peer that has
+    // yet to start listening.
+    const ErrorCode code =
+        error == EACCES || error == EPERM ? ErrorCode::unauthenticated : ErrorCode::peer_lost;
+    return Status(code, "cannot connect to " + target + ": " + std::strerror(error));
+  };
   if (::connect(fd, address, length) == 0) return {};
-  if (errno != EINPROGRESS && errno != EAGAIN) {
-    return Status(ErrorCode::peer_lost,
-                  "cannot connect to " + target + ": " + std::strerror(errno));
-  }
+  if (errno != EINPROGRESS && errno != EAGAIN) return failed(errno);
   if (Status status =
           wait_unless_cancelled(fd, POLLOUT, deadline, cancel_fd, "connecting to " + target);
       !status.ok()) {
@@ -86,11 +93,7 @@ Status finish_connect(int fd, const sockaddr* address, socklen_t length, Deadlin
   int error = 0;
   socklen_t size = sizeof error;
   ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
-  if (error != 0) {
-    return Status(ErrorCode::peer_lost,
-                  "cannot connect to " + target + ": " + std::strerror(error));
-  }
-  return {};
+  return error != 0 ? failed(error) : Status();
 }
 
 }  // namespace
@@ -180,15 +183,21 @@ Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd
   }
 }
 
-Status listen_unix(const std::string& path, UniqueFd& listener) {
+Status listen_unix(const std::string& path, UniqueFd& listener, int group) {
   sockaddr_un address;
   if (Status status = make_unix_address(path, address); !status.ok()) return status;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   ::unlink(path.c_str());  // a stale socket file from a daemon that died
-  // Owner only, before anyone can connect (a bound socket refuses connections until listen):
-  // another user's process must not hand this daemon tensors or read its results.
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::chmod(path.c_str(), 0600) != 0 || ::listen(fd.get(), 64) != 0) {
+  // Owner (and group) only, before anyone can connect (a bound socket refuses connections until
+  // listen): another user's process must not hand this daemon tensors or read its results.
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    return system_error("cannot listen on unix socket " + path);
+  }
+  if (group >= 0 && ::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(group)) != 0) {
+    return system_error("cannot hand unix socket " + path + " to group " + std::to_string(group) +
+                        " (the daemon's user must be root or in that group)");
+  }
+  if (::chmod(path.c_str(), group >= 0 ? 0660 : 0600) != 0 || ::listen(fd.get(), 64) != 0) {
     return system_error("cannot listen on unix socket " + path);
   }
   listener = std::move(fd);
@@ -273,6 +282,18 @@ PeerCredentials peer_credentials(int fd) {
   socklen_t length = sizeof credentials;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return {};
   return {credentials.pid, static_cast<long>(credentials.uid)};
+}
+
+bool peer_in_group(int fd, int gid) {
+  ucred credentials{};
+  socklen_t length = sizeof credentials;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return false;
+  if (credentials.gid == static_cast<gid_t>(gid)) return true;
+  std::vector<gid_t> groups(NGROUPS_MAX);
+  length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) != 0) return false;
+  groups.resize(length / sizeof(gid_t));
+  return std::find(groups.begin(), groups.end(), static_cast<gid_t>(gid)) != groups.end();
 }
 
 bool peer_has_closed(int fd) {

@@ -33,6 +33,9 @@ struct PeerCredentials {
   long uid = -1;
 };
 PeerCredentials peer_credentials(int fd);
+// Whether the process at the other end of a unix socket was in `gid` when it connected, as its
+// group or one of its supplementary groups.
+bool peer_in_group(int fd, int gid);
 // Whether the other end of a connected socket has closed it (not waiting).
 bool peer_has_closed(int fd);
 // Whether a socket is bound to an IPv6 address (an event loop adopting it needs the family).
@@ -45,7 +48,16 @@ Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket,
 // starting. Returns the last attempt's error.
 Status connect_tcp_retrying(const HostPort& address, Deadline deadline, UniqueFd& socket,
                             int cancel_fd = -1);
-Status listen_unix(const std::string& path, UniqueFd& listener);
+// Who may use a daemon's client socket besides the daemon's own user and root: one more user and
+// the members of one group (-1: none).
+struct ClientAccess {
+  int uid = -1;
+  int gid = -1;
+};
+// Only the daemon's user may connect (mode 0600), or also `group`'s members where it is not -1:
+// the socket file is then that group's, mode 0660, which the daemon's user may make only as root
+// or as a member of the group.
+Status listen_unix(const std::string& path, UniqueFd& listener, int group = -1);
 Status connect_unix(const std::string& path, Deadline deadline, UniqueFd& socket);
 
 // Waits for a connection; ErrorCode::deadline_exceeded when none arrives in time.

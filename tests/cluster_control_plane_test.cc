@@ -1,13 +1,17 @@
 // The control plane of a real cluster: one submitting client per rank (a second is refused with a
-// message naming the first, so two clients' ops can never be paired with each other), SIGTERM
+// message naming the first, so two clients' ops can never be paired with each other), clients of
+// other users refused unless named by user or group (--client-uid, --client-gid), SIGTERM
 // ending a worker cleanly, a member that stops reading delaying nobody else, and a thousand idle
 // connections to the coordinator and to a worker's data port while the group forms costing
 // neither its formation nor CPU.
 #include <arpa/inet.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -227,19 +231,24 @@ TEST(ClusterControlPlane, StatusNamesEveryMemberItsClientsOpsAndHeartbeat) {
   EXPECT_NE(table.find("pid " + std::to_string(::getpid())), std::string::npos) << table;
 }
 
+// A copy of the CLI where other users can run it, wherever the build is, in a folder of its own.
+std::filesystem::path cli_for_other_users(const std::string& test) {
+  const std::filesystem::path shared = std::filesystem::temp_directory_path() /
+                                       ("gradsync-" + test + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(shared);
+  std::filesystem::permissions(shared, std::filesystem::perms(0755));
+  const std::filesystem::path cli = shared / "gradsync";
+  std::filesystem::copy_file(GRADSYNC_CLI, cli, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(cli, std::filesystem::perms(0755));
+  return cli;
+}
+
 // A client of another user, let in by hand (the socket made world-writable), is refused with the
 // reason, and the daemon's own client carries on; named by --client-uid (here through its
 // variable), that user is served. Runs only as root, which can act as another user.
 TEST(ClusterControlPlane, AClientOfAnotherUserIsRefusedUnlessNamed) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
-  const std::filesystem::path shared =
-      std::filesystem::temp_directory_path() / ("gradsync-uid-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(shared);
-  std::filesystem::permissions(shared, std::filesystem::perms(0755));
-  // Where the other user can run it, wherever the build is.
-  const std::filesystem::path cli = shared / "gradsync";
-  std::filesystem::copy_file(GRADSYNC_CLI, cli);
-  std::filesystem::permissions(cli, std::filesystem::perms(0755));
+  const std::filesystem::path cli = cli_for_other_users("uid-test");
   for (const bool named : {false, true}) {
     SCOPED_TRACE(named ? "named by --client-uid" : "not named");
     if (named) ::setenv("GRADSYNC_CLIENT_UID", "65534", 1);
@@ -266,7 +275,73 @@ TEST(ClusterControlPlane, AClientOfAnotherUserIsRefusedUnlessNamed) {
     std::vector<float> values = {1.0f, 2.0f};
     EXPECT_NO_THROW(cluster.clients[0].allreduce(values.data(), values.size(), DataType::f32));
   }
-  std::filesystem::remove_all(shared);
+  std::filesystem::remove_all(cli.parent_path());
+}
+
+// Named by --client-gid (here through its variable), a group gets the socket file, mode 0660, so
+// that its members connect with nothing done by hand, and they are served, by their group or by
+// one of their supplementary groups. A user outside it cannot connect, and, let in by hand, is
+// refused with the reason.
+TEST(ClusterControlPlane, TheNamedGroupsMembersAreServedAndNoOtherUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run clients as other users";
+  const std::filesystem::path cli = cli_for_other_users("gid-test");
+  ::setenv("GRADSYNC_CLIENT_GID", "65533", 1);
+  testing::TestCluster cluster = testing::start_cluster(1);
+  ::unsetenv("GRADSYNC_CLIENT_GID");
+  const std::filesystem::path socket = cluster.cluster->sockets()[0];
+  std::filesystem::permissions(socket.parent_path(), std::filesystem::perms(0755));
+  struct stat file {};
+  ASSERT_EQ(::stat(socket.c_str(), &file), 0);
+  EXPECT_EQ(file.st_gid, 65533u);
+  EXPECT_EQ(file.st_mode & 07777, 0660u);
+  const auto status_as = [&](const std::string& identity) {
+    return testing::run_command("setpriv " + identity + " " + cli.string() + " status --sockets " +
+                                socket.string());
+  };
+  for (const std::string identity : {"--reuid=65534 --regid=65533 --clear-groups",
+                                     "--reuid=65534 --regid=65534 --groups=65533"}) {
+    const testing::CommandResult member = status_as(identity);
+    EXPECT_EQ(member.exit_code, 0) << identity << ": " << member.err;
+  }
+  const std::string stranger = "--reuid=65534 --regid=65534 --clear-groups";
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CommandResult kept_out = status_as(stranger);
+  // At once: the CLI waits for daemons that are not there yet, not for a door that is shut.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_NE(kept_out.exit_code, 0);
+  EXPECT_NE(kept_out.err.find("Permission denied"), std::string::npos) << kept_out.err;
+  std::filesystem::permissions(socket, std::filesystem::perms(0666));
+  const testing::CommandResult refused = status_as(stranger);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("serves no client of uid 65534"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--client-gid a group"), std::string::npos) << refused.err;
+  std::vector<float> values = {1.0f, 2.0f};
+  EXPECT_NO_THROW(cluster.clients[0].allreduce(values.data(), values.size(), DataType::f32));
+  std::filesystem::remove_all(cli.parent_path());
+}
+
+// A daemon whose user may not hand the socket to the group says so and does not serve.
+TEST(ClusterControlPlane, ASocketForAGroupTheDaemonsUserIsNotInIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to listen as another user";
+  const std::filesystem::path folder = cli_for_other_users("gid-listen-test").parent_path();
+  std::filesystem::permissions(folder, std::filesystem::perms(0777));
+  const std::string path = (folder / "rank0.sock").string();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // As nobody, in no group but its own.
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    net::UniqueFd listener;
+    const Status status = net::listen_unix(path, listener, 65533);
+    const bool said = status.message().find("cannot hand unix socket " + path +
+                                            " to group 65533 (the daemon's user must be root "
+                                            "or in that group)") != std::string::npos;
+    ::_exit(!status.ok() && said ? 0 : 1);
+  }
+  int child_status = 0;
+  ASSERT_EQ(::waitpid(child, &child_status, 0), child);
+  EXPECT_TRUE(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0) << child_status;
+  std::filesystem::remove_all(folder);
 }
 
 TEST(ClusterControlPlane, SigtermEndsAServingWorkerWithStatusZeroAndRemovesItsSocket) {
