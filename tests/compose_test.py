@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""What can be checked of the containers without a Docker engine: docker-compose.yml parses, has a
-coordinator, one worker per rank and a bench service, every GRADSYNC_* variable it sets is one the
-binaries declare, every service's command line is accepted by the real binaries (--dry-run), and
-deploy/Dockerfile is multi-stage with only the daemon and the CLI in a non-root final image."""
+"""What can be checked of the containers in a second, without building an image (container_test.sh
+builds and runs it): docker-compose.yml parses, has a coordinator, one worker per rank and a bench
+service, one service builds the image and every other runs it, every GRADSYNC_* variable it sets
+is one the binaries declare, every service's command line is accepted by the real binaries
+(--dry-run), and deploy/Dockerfile is multi-stage with only the daemon and the CLI in a non-root
+final image."""
 import os
 import re
 import subprocess
@@ -38,6 +40,10 @@ check(len(workers) == world_size,
       f"{len(workers)} worker services for a world size of {world_size}")
 ranks = sorted(int(services[w]["environment"]["GRADSYNC_RANK"]) for w in workers)
 check(ranks == list(range(world_size)), f"worker ranks {ranks}")
+builders = [name for name, service in services.items() if "build" in service]
+check(len(builders) == 1, f"the image is built by {builders}, not by one service")
+images = {service.get("image") for service in services.values()}
+check(images == {"gradsync"}, f"the services run the images {images}, not gradsync alone")
 sockets = services["bench"]["environment"]["GRADSYNC_SOCKETS"].split(",")
 check(sockets == [services[w]["environment"]["GRADSYNC_SOCKET"] for w in workers],
       "the bench's sockets are not the workers' sockets in rank order")
