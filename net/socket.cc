@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -73,14 +72,12 @@ Status make_unix_address(const std::string& path, sockaddr_un& address) {
   return {};
 }
 
-// Connects a non-blocking socket, waiting at most until the deadline.
+// Connects a non-blocking socket, waiting at most until the deadline. A failure is peer_lost (the
+// peer may have yet to start listening) but for EACCES and EPERM, which are `denied`.
 Status finish_connect(int fd, const sockaddr* address, socklen_t length, Deadline deadline,
-                      int cancel_fd, const std::string& target) {
+                      int cancel_fd, const std::string& target, ErrorCode denied) {
   const auto failed = [&](int error) {
-    // A socket file this user may not use refuses for good; anything else may be a peer that has
-    // yet to start listening.
-    const ErrorCode code =
-        error == EACCES || error == EPERM ? ErrorCode::unauthenticated : ErrorCode::peer_lost;
+    const ErrorCode code = error == EACCES || error == EPERM ? denied : ErrorCode::peer_lost;
     return Status(code, "cannot connect to " + target + ": " + std::strerror(error));
   };
   if (::connect(fd, address, length) == 0) return {};
@@ -157,8 +154,9 @@ Status connect_tcp(const HostPort& address, Deadline deadline, UniqueFd& socket,
   for (addrinfo* entry = result; entry != nullptr; entry = entry->ai_next) {
     UniqueFd fd(::socket(entry->ai_family, entry->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) continue;
+    // A firewall's refusal (EPERM) may be lifted: retried like any other.
     status = finish_connect(fd.get(), entry->ai_addr, entry->ai_addrlen, deadline, cancel_fd,
-                            address.to_string());
+                            address.to_string(), ErrorCode::peer_lost);
     if (status.code() == ErrorCode::aborted) break;
     if (status.ok()) {
       socket = std::move(fd);
@@ -188,18 +186,30 @@ Status listen_unix(const std::string& path, UniqueFd& listener, int group) {
   if (Status status = make_unix_address(path, address); !status.ok()) return status;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   ::unlink(path.c_str());  // a stale socket file from a daemon that died
-  // Owner (and group) only, before anyone can connect (a bound socket refuses connections until
-  // listen): another user's process must not hand this daemon tensors or read its results.
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+  // The file is owner (and group) only from the moment it exists, and handed to the group before
+  // anyone can connect (a bound socket refuses connections until listen): another user's process
+  // must not hand this daemon tensors or read its results. The mask is the process's; the daemon
+  // makes no other file meanwhile.
+  const mode_t mask = ::umask(group >= 0 ? 0117 : 0177);
+  const int bound = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
+  const int bind_error = errno;
+  ::umask(mask);
+  if (bound != 0) {
+    errno = bind_error;
     return system_error("cannot listen on unix socket " + path);
   }
-  if (group >= 0 && ::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(group)) != 0) {
-    return system_error("cannot hand unix socket " + path + " to group " + std::to_string(group) +
-                        " (the daemon's user must be root or in that group)");
+  const auto give_up = [&](const std::string& what) {
+    const Status status = system_error(what);
+    ::unlink(path.c_str());
+    return status;
+  };
+  // Not through a link someone put in the socket's place since.
+  if (group >= 0 && ::fchownat(AT_FDCWD, path.c_str(), static_cast<uid_t>(-1),
+                               static_cast<gid_t>(group), AT_SYMLINK_NOFOLLOW) != 0) {
+    return give_up("cannot hand unix socket " + path + " to group " + std::to_string(group) +
+                   " (the daemon's user must be root or in that group)");
   }
-  if (::chmod(path.c_str(), group >= 0 ? 0660 : 0600) != 0 || ::listen(fd.get(), 64) != 0) {
-    return system_error("cannot listen on unix socket " + path);
-  }
+  if (::listen(fd.get(), 64) != 0) return give_up("cannot listen on unix socket " + path);
   listener = std::move(fd);
   return {};
 }
@@ -208,8 +218,9 @@ Status connect_unix(const std::string& path, Deadline deadline, UniqueFd& socket
   sockaddr_un address;
   if (Status status = make_unix_address(path, address); !status.ok()) return status;
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  // A socket file this user may not use refuses for good: waiting for the daemon will not help.
   Status status = finish_connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address,
-                                 deadline, -1, path);
+                                 deadline, -1, path, ErrorCode::unauthenticated);
   if (status.ok()) socket = std::move(fd);
   return status;
 }
@@ -289,9 +300,14 @@ bool peer_in_group(int fd, int gid) {
   socklen_t length = sizeof credentials;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return false;
   if (credentials.gid == static_cast<gid_t>(gid)) return true;
-  std::vector<gid_t> groups(NGROUPS_MAX);
+  std::vector<gid_t> groups(64);
   length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) != 0) return false;
+  int result = ::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length);
+  if (result != 0 && errno == ERANGE) {  // `length` now says how many there are
+    groups.resize(length / sizeof(gid_t));
+    result = ::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length);
+  }
+  if (result != 0) return false;
   groups.resize(length / sizeof(gid_t));
   return std::find(groups.begin(), groups.end(), static_cast<gid_t>(gid)) != groups.end();
 }

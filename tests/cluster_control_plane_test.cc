@@ -280,8 +280,8 @@ TEST(ClusterControlPlane, AClientOfAnotherUserIsRefusedUnlessNamed) {
 
 // Named by --client-gid (here through its variable), a group gets the socket file, mode 0660, so
 // that its members connect with nothing done by hand, and they are served, by their group or by
-// one of their supplementary groups. A user outside it cannot connect, and, let in by hand, is
-// refused with the reason.
+// one of their supplementary groups, however many they have. A user outside it cannot connect, and,
+// let in by hand, is refused with the reason.
 TEST(ClusterControlPlane, TheNamedGroupsMembersAreServedAndNoOtherUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run clients as other users";
   const std::filesystem::path cli = cli_for_other_users("gid-test");
@@ -298,8 +298,14 @@ TEST(ClusterControlPlane, TheNamedGroupsMembersAreServedAndNoOtherUser) {
     return testing::run_command("setpriv " + identity + " " + cli.string() + " status --sockets " +
                                 socket.string());
   };
-  for (const std::string identity : {"--reuid=65534 --regid=65533 --clear-groups",
-                                     "--reuid=65534 --regid=65534 --groups=65533"}) {
+  // Its group; one supplementary group; the last of a hundred (more than the daemon first asks
+  // the kernel for).
+  std::string many_groups = "--reuid=65534 --regid=65534 --groups=";
+  for (int group = 1000; group < 1099; ++group) many_groups += std::to_string(group) + ",";
+  many_groups += "65533";
+  for (const std::string& identity :
+       {std::string("--reuid=65534 --regid=65533 --clear-groups"),
+        std::string("--reuid=65534 --regid=65534 --groups=65533"), many_groups}) {
     const testing::CommandResult member = status_as(identity);
     EXPECT_EQ(member.exit_code, 0) << identity << ": " << member.err;
   }
@@ -341,6 +347,7 @@ TEST(ClusterControlPlane, ASocketForAGroupTheDaemonsUserIsNotInIsRefused) {
   int child_status = 0;
   ASSERT_EQ(::waitpid(child, &child_status, 0), child);
   EXPECT_TRUE(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0) << child_status;
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the socket file it could not hand over is left";
   std::filesystem::remove_all(folder);
 }
 
