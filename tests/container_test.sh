@@ -10,13 +10,15 @@
 # Needs root (podman's networks, other users): installs podman where it is missing; without root
 # it says it is skipped (exit 77). Podman's state lives in build/containers, not in
 # /var/lib/containers, and stays there as a cache: the base images and the image's package layers
-# are made once, and a second run builds only what the sources changed.
+# are made once, and a second run builds only what the sources changed. Each change of the sources
+# leaves its layers there; remove build/containers to reclaim the space.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${GRADSYNC_BIN:-$root/build/bin}
 cache=$root/build/containers
 project=gradsync-test  # the compose project: its containers, network and volume carry the name
 work=""
+bench_pid=""  # a benchmark run in the background
 
 say() { echo "container_test: $*"; }
 fail() {
@@ -72,11 +74,12 @@ cgroups_before=$(find /sys/fs/cgroup -maxdepth 2 -name 'libpod_parent' 2>/dev/nu
 
 cleanup() {
   set +e
+  [ -z "$bench_pid" ] || kill "$bench_pid" 2>/dev/null
   (cd "$root" && podman-compose -p "$project" down -v) >/dev/null 2>&1
   podman rm -f -a -t 0 >/dev/null 2>&1
   podman network prune -f >/dev/null 2>&1
   podman volume prune -f >/dev/null 2>&1
-  podman rmi -f gradsync >/dev/null 2>&1
+  podman rmi --no-prune -f gradsync >/dev/null 2>&1  # its package layers stay, as a cache
   # The containers' monitors exit just after their containers.
   for _ in $(seq 50); do pgrep -f "$cache/storage" >/dev/null || break; sleep 0.1; done
   # The firewall chains netavark made for the networks (none were there before this run).
@@ -100,7 +103,7 @@ cleanup() {
   done
   # Podman's cgroup folders (cgroupfs): the deepest first, as cgroups are removed.
   find /sys/fs/cgroup -maxdepth 2 -name 'libpod_parent' 2>/dev/null | while read -r folder; do
-    grep -qx "$folder" <<<"$cgroups_before" || find "$folder" -depth -type d -exec rmdir {} + 2>/dev/null
+    grep -Fqx "$folder" <<<"$cgroups_before" || find "$folder" -depth -type d -exec rmdir {} + 2>/dev/null
   done
   [ -z "$work" ] || rm -rf "$work"
 }
@@ -115,7 +118,8 @@ if ! podman image exists debian:12; then
     say "making the Debian 12 base image with debootstrap"
     debootstrap --variant=minbase bookworm "$work/rootfs" http://deb.debian.org/debian \
       >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; fail "debootstrap"; }
-    tar -C "$work/rootfs" -cf "$cache/debian-12.tar" .
+    tar -C "$work/rootfs" -cf "$cache/debian-12.tar.part" .  # whole, or not there
+    mv "$cache/debian-12.tar.part" "$cache/debian-12.tar"
     rm -rf "$work/rootfs"
   fi
   podman import -q "$cache/debian-12.tar" debian:12 >/dev/null
@@ -128,7 +132,7 @@ cd "$root"
 chown 10001 "$work/group.secret"  # the image's user reads it
 export GRADSYNC_SECRET_FILE=$work/group.secret
 say "building the image"
-podman rmi -f gradsync >/dev/null 2>&1 || true  # one a run that was killed left
+podman rmi --no-prune -f gradsync >/dev/null 2>&1 || true  # one a killed run left
 start=$SECONDS
 # podman-compose 1.0.3 exits 0 when the build fails: the image tells.
 podman-compose -p "$project" build >"$work/build.log" 2>&1 || true
@@ -138,8 +142,9 @@ say "built in $((SECONDS - start)) s"
 if grep -E '(warning|error): ' "$work/build.log"; then fail "the image's build printed the above"; fi
 say "running the compose topology"
 start=$SECONDS
-podman-compose -p "$project" up --exit-code-from bench bench >"$work/up.log" 2>&1 ||
-  { tail -60 "$work/up.log"; fail "podman-compose up exited with $?"; }
+status=0
+podman-compose -p "$project" up --exit-code-from bench bench >"$work/up.log" 2>&1 || status=$?
+[ "$status" -eq 0 ] || { tail -60 "$work/up.log"; fail "podman-compose up exited with $status"; }
 podman logs "${project}_bench_1" >"$work/bench.txt" 2>&1
 say "ran in $((SECONDS - start)) s"
 cat "$work/bench.txt"
@@ -194,10 +199,11 @@ as_user() {  # UID GROUPS CMD...: runs CMD as a training process of that user
 bench=("$bin/gradsync" bench --algorithm auto --min-bytes 4 --max-bytes 1MiB --step-factor 64
   --iters 3 --warmup 1)
 GRADSYNC_SOCKETS=$home/rank.sock as_user "$trainer" "" "${bench[@]}" >"$work/trainer.txt" 2>&1 &
-first=$!
+bench_pid=$!
 GRADSYNC_SOCKETS=$srv/rank.sock as_user "$member" "$group" "${bench[@]}" >"$work/member.txt" 2>&1 ||
   { cat "$work/member.txt"; fail "the group's member could not run the bench"; }
-wait "$first" || { cat "$work/trainer.txt"; fail "the daemon's own user could not run the bench"; }
+wait "$bench_pid" || { cat "$work/trainer.txt"; fail "the daemon's own user could not run the bench"; }
+bench_pid=""
 # Rank 0, whichever worker joined first, prints the table; each bench exits non-zero on a wrong
 # result of its own.
 cat "$work/trainer.txt" "$work/member.txt" >"$work/across.txt"
@@ -205,10 +211,21 @@ cat "$work/across.txt"
 grep -q '^# gradsync bench: allreduce, 2 ranks' "$work/across.txt" || fail "the bench did not see 2 ranks"
 rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +f32 +sum .* 0$' "$work/across.txt" || true)
 [ "$rows" -eq 4 ] || fail "the across-hosts bench gave $rows correct rows, not 4"
-for socket in "$home/rank.sock" "$srv/rank.sock"; do
-  if message=$(as_user "$stranger" "" "$bin/gradsync" status --sockets "$socket" 2>&1); then
-    fail "a stranger reached $socket"
+[ "$(stat -c '%a %u' "$home/rank.sock")" = "600 $trainer" ] ||
+  fail "the trainer's socket is $(stat -c '%a, uid %u' "$home/rank.sock"), not 600, uid $trainer"
+[ "$(stat -c '%a %g' "$srv/rank.sock")" = "660 $group" ] ||
+  fail "the group's socket is $(stat -c '%a, gid %g' "$srv/rank.sock"), not 660, gid $group"
+# A third user: kept out by the folders, and with the folders opened, by the sockets themselves.
+stranger_is_denied() {  # SOCKET WHAT-DENIES-IT
+  local message
+  if message=$(as_user "$stranger" "" "$bin/gradsync" status --sockets "$1" 2>&1); then
+    fail "a stranger reached $1"
   fi
-  grep -q "Permission denied" <<<"$message" || fail "a stranger on $socket was told: $message"
+  grep -Fq "$2" <<<"$message" || fail "a stranger on $1 was told: $message"
+}
+for socket in "$home/rank.sock" "$srv/rank.sock"; do
+  stranger_is_denied "$socket" "Permission denied"
+  chmod 0755 "$(dirname "$socket")"
+  stranger_is_denied "$socket" "cannot connect to $socket: Permission denied"
 done
 say "passed"
