@@ -193,9 +193,10 @@ struct ClientServer::State : std::enable_shared_from_this<ClientServer::State> {
   // connections already.
   Status refusal(const net::PeerCredentials& peer, int fd) const {
     const long own = static_cast<long>(::geteuid());
-    const bool served = peer.uid == own || peer.uid == 0 ||
-                        (access.uid >= 0 && peer.uid == access.uid) ||
-                        (access.gid >= 0 && net::peer_in_group(fd, access.gid));
+    const bool served =
+        peer.uid == own || peer.uid == 0 || (access.uid >= 0 && peer.uid == access.uid) ||
+        (access.gid >= 0 &&
+         (peer.gid == access.gid || net::peer_has_supplementary_group(fd, access.gid)));
     if (!served) {
       return Status(ErrorCode::unauthenticated,
                     "host " + std::to_string(hello.host()) + "'s daemon runs as uid " +

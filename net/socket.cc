@@ -292,16 +292,12 @@ PeerCredentials peer_credentials(int fd) {
   ucred credentials{};
   socklen_t length = sizeof credentials;
   if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return {};
-  return {credentials.pid, static_cast<long>(credentials.uid)};
+  return {credentials.pid, static_cast<long>(credentials.uid), static_cast<long>(credentials.gid)};
 }
 
-bool peer_in_group(int fd, int gid) {
-  ucred credentials{};
-  socklen_t length = sizeof credentials;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return false;
-  if (credentials.gid == static_cast<gid_t>(gid)) return true;
+bool peer_has_supplementary_group(int fd, int gid) {
   std::vector<gid_t> groups(64);
-  length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  auto length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
   int result = ::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length);
   if (result != 0 && errno == ERANGE) {  // `length` now says how many there are
     groups.resize(length / sizeof(gid_t));

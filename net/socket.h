@@ -31,11 +31,12 @@ HostPort peer_address(int fd);
 struct PeerCredentials {
   int pid = -1;
   long uid = -1;
+  long gid = -1;  // its group; the supplementary ones: peer_has_supplementary_group
 };
 PeerCredentials peer_credentials(int fd);
-// Whether the process at the other end of a unix socket was in `gid` when it connected, as its
-// group or one of its supplementary groups.
-bool peer_in_group(int fd, int gid);
+// Whether `gid` was one of the supplementary groups of the process at the other end of a unix
+// socket when it connected.
+bool peer_has_supplementary_group(int fd, int gid);
 // Whether the other end of a connected socket has closed it (not waiting).
 bool peer_has_closed(int fd);
 // Whether a socket is bound to an IPv6 address (an event loop adopting it needs the family).
