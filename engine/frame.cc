@@ -123,4 +123,21 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
   return {};
 }
 
+std::string misplaced(const FrameHeader& header, std::uint64_t generation) {
+  if (header.generation != generation) {
+    return "frame of generation " + std::to_string(header.generation) + ", expected " +
+           std::to_string(generation);
+  }
+  if (header.kind == FrameKind::hello) return "unexpected hello";
+  return {};
+}
+
+std::string other_segment(const FrameHeader& header, std::uint32_t index, std::uint64_t offset,
+                          std::uint64_t length) {
+  if (header.segment == index && header.offset == offset && header.length == length) return {};
+  return "sent " + std::to_string(header.length) + " bytes at offset " +
+         std::to_string(header.offset) + ", this rank expects " + std::to_string(length) +
+         " at offset " + std::to_string(offset);
+}
+
 }  // namespace gradsync::engine

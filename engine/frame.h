@@ -78,4 +78,13 @@ EncodedHeader encode(const FrameHeader& header);
 // Checks magic, version, kind, every enum and the length limit; says what is wrong.
 Status decode(const EncodedHeader& bytes, FrameHeader& header);
 
+// Why a decoded frame cannot come on an established data stream of a group in `generation` (a
+// frame of another generation, a second hello); empty if it can.
+std::string misplaced(const FrameHeader& header, std::uint64_t generation);
+
+// Why a data frame does not carry the segment a rank expects next, given on the wire as `offset`
+// and `length` within its message; empty if it does.
+std::string other_segment(const FrameHeader& header, std::uint32_t index, std::uint64_t offset,
+                          std::uint64_t length);
+
 }  // namespace gradsync::engine

@@ -21,11 +21,9 @@ PeerMesh::PeerMesh(int rank, int world_size, std::uint64_t generation,
                    std::unique_ptr<net::DataChannels> channels)
     : rank_(rank),
       generation_(generation),
-      channels_(std::move(channels)),
-      peers_(static_cast<std::size_t>(world_size)) {
-  for (int r = 0; r < world_size; ++r) {
-    if (r != rank && !channels_->connected(r)) peers_[r].lost_reason = "never connected";
-  }
+      channels_(std::move(channels)) {
+  peers_.reserve(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) peers_.emplace_back(r, *channels_);
 }
 
 }  // namespace gradsync::engine
