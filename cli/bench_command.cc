@@ -21,7 +21,7 @@
 #include "cli/connect_clients.h"
 #include "cli/size_list.h"
 #include "cli/wire_error.h"
-#include "client/gradsync_client.h"
+#include "client/full_plan.h"
 #include "collective/algorithms.h"
 #include "collective/cost_model.h"
 #include "collective/reduce_kernels.h"
@@ -52,7 +52,7 @@ struct BenchOptions {
   bool dry_run = false;
   bool copy = false;
 
-  bool model_given() const { return alpha_us > 0; }
+  bool model_given = false;
 };
 
 class Bench {
@@ -321,14 +321,14 @@ int run_bench(BenchOptions options) {
   GroupPlan plan;
   try {
     clients = connect_clients(sockets, std::chrono::milliseconds(options.connect_timeout_ms));
-    plan = clients.front().plan();
+    plan = full_plan(clients.front());
   } catch (const ClientError& failure) {
     std::fprintf(stderr, "gradsync bench: %s\n", failure.what());
     return 1;
   }
   const bool prints = clients.front().rank() == 0;
   const int world_size = clients.front().world_size();
-  if (options.model_given()) {
+  if (options.model_given) {
     plan.network = NetworkModel::uniform(options.alpha_us, options.beta_us_per_byte);
     plan.calibration.clear();
   }
@@ -349,7 +349,7 @@ int run_bench(BenchOptions options) {
     char model[160];
     std::snprintf(model, sizeof model,
                   "predicted: %s, alpha up to %.1f us, beta up to %.3g us/byte, gamma %.3g us/byte",
-                  options.model_given()      ? "the given model"
+                  options.model_given        ? "the given model"
                   : plan.calibration.empty() ? "the group's measured model"
                                              : "the group's measured model, calibrated",
                   plan.network.alpha_us, plan.network.beta_us_per_byte,
@@ -415,22 +415,17 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   command->add_option("--warmup", options->warmup, "Untimed iterations per row")
       ->check(CLI::Range(0, 100000));
   command->add_option("--json", options->json_path, "Also write the rows as JSON here");
-  CLI::Option* alpha =
-      command
-          ->add_option("--alpha-us", options->alpha_us,
-                       "Latency for the predicted column (default: the group's measured model)")
-          ->check(CLI::PositiveNumber);
-  command
-      ->add_option("--beta-us-per-byte", options->beta_us_per_byte,
-                   "Time per byte for the predicted column (with --alpha-us)")
-      ->check(CLI::PositiveNumber)
-      ->needs(alpha);
-  alpha->needs("--beta-us-per-byte");
+  // The predicted column's model: the group's measured one unless given.
+  CLI::Option* model =
+      config::add_network_model(*command, options->alpha_us, options->beta_us_per_byte);
   config::add_knob(*command, knobs::kConnectTimeoutMs, options->connect_timeout_ms);
   command->add_flag("--copy", options->copy,
                     "Submit from private memory (two copies per op) instead of shared tensors");
   command->add_flag("--dry-run", options->dry_run, "Check the options and exit without connecting");
-  command->callback([options, &action] { action = [options] { return run_bench(*options); }; });
+  command->callback([options, model, &action] {
+    options->model_given = model->count() > 0;
+    action = [options] { return run_bench(*options); };
+  });
 }
 
 }  // namespace gradsync::cli

@@ -66,9 +66,9 @@ class LocalCluster {
 
 // How long workers busy-poll before they block when nobody said: kSpinUsWithOwnCpu while every
 // worker can have a CPU of its own, 0 once two must share one. Alone on a CPU, a worker that
-// spins answers its peer without the wake-up of a sleeping thread (p = 2 on 2 CPUs, 4 B: 21 us
-// against 64-74 us); sharing one, it spins through the time slice of the worker it waits for
-// (p = 4 on 2 CPUs, 4 B: 229-251 us at 50 us of spin against 105-115 us at 0).
+// spins answers its peer without the wake-up of a sleeping thread; sharing one, it spins through
+// the time slice of the worker it waits for (docs/benchmarks/BENCHMARKS-EXPERIMENTS.md, "Figures
+// behind rules in the code").
 inline constexpr int kSpinUsWithOwnCpu = 50;
 int spin_us_for(int workers, std::size_t cpus);
 

@@ -64,19 +64,6 @@ int run_model(const ModelOptions& options) {
   return 0;
 }
 
-// CLI::NonNegativeNumber would print the whole range of a double.
-const CLI::Validator kNonNegative(
-    [](std::string& text) -> std::string {
-      try {
-        std::size_t used = 0;
-        const double value = std::stod(text, &used);
-        if (used == text.size() && value >= 0 && std::isfinite(value)) return {};
-      } catch (const std::exception&) {
-      }
-      return "'" + text + "' is not a number >= 0";
-    },
-    "NUMBER >= 0");
-
 }  // namespace
 
 void add_model_command(CLI::App& app, std::function<int()>& action) {
@@ -86,14 +73,7 @@ void add_model_command(CLI::App& app, std::function<int()>& action) {
   command->add_option("--ranks,-p", options->ranks, "Number of ranks")
       ->required()
       ->check(CLI::Range(1, 4096));
-  command->add_option("--alpha-us", options->alpha_us, "Latency per message, in microseconds")
-      ->required()
-      ->check(kNonNegative);
-  command
-      ->add_option("--beta-us-per-byte", options->beta_us_per_byte,
-                   "Transfer time per byte, in microseconds (0.0001 is 10 GB/s)")
-      ->required()
-      ->check(kNonNegative);
+  config::add_network_model(*command, options->alpha_us, options->beta_us_per_byte)->required();
   command
       ->add_option("--sizes", options->sizes_text,
                    "Comma-separated message sizes in bytes, e.g. 1000,64KiB,4MiB")

@@ -12,6 +12,7 @@
 #include "cli/connect_clients.h"
 #include "cli/prediction_table.h"
 #include "cli/size_list.h"
+#include "client/full_plan.h"
 #include "collective/plan_choice.h"
 #include "config/cli_knobs.h"
 
@@ -206,7 +207,7 @@ int run_plan(const PlanOptions& options) {
   try {
     for (Client& client :
          connect_clients(paths, std::chrono::milliseconds(options.connect_timeout_ms))) {
-      plans.push_back(client.plan());
+      plans.push_back(full_plan(client));
     }
   } catch (const ClientError& failure) {
     std::fprintf(stderr, "gradsync plan: %s\n", failure.what());

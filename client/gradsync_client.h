@@ -16,12 +16,35 @@
 #include <string>
 #include <vector>
 
-#include "collective/group_plan.h"
 #include "collective/status.h"
 #include "collective/types.h"
 #include "config/knobs.h"
 
 namespace gradsync {
+
+struct GroupPlan;  // the whole plan, collective/group_plan.h: for the gradsync command
+                   // (full_plan.h)
+
+// How long Client::group() waits for the next generation unless told otherwise.
+inline constexpr std::chrono::seconds kDefaultGroupTimeout{60};
+
+// The group's plan in brief, the same on every rank: how the network was measured and what auto
+// runs for each collective and size.
+struct PlanView {
+  // From `min_bytes` of data per rank on, until the next choice of the same collective.
+  struct Choice {
+    Collective collective;
+    std::uint64_t min_bytes;
+    Algorithm algorithm;
+  };
+
+  std::uint64_t generation = 0;
+  int hosts = 0;
+  bool measured = false;  // false: the coordinator was given the network model
+  std::uint64_t table_version = 0;
+  std::vector<Choice> table;
+  std::string description;  // the network and the table, one line each, for people
+};
 
 // One daemon's view of itself and its group (Client::status, `gradsync status`).
 struct DaemonStatus {
@@ -129,7 +152,7 @@ class Client {
   // Takes note of the group as it is now, waiting while a new generation forms: after an op
   // failed because a member was lost (PEER_LOST, ABORTED) the group re-forms, and later ops fail
   // with GROUP_CHANGED until this is called. rank() and world_size() then say the new ones.
-  void group(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  void group(std::chrono::milliseconds timeout = kDefaultGroupTimeout);
   // The CPUs the daemon runs on: all the machine's, unless it was started with --cpus.
   const std::vector<int>& daemon_cpus() const;
   // Binds the calling thread to the daemon's CPUs where that narrows where it may run, so that
@@ -141,7 +164,7 @@ class Client {
   bool bind_thread_beside_daemon();
   // The group's plan, the same on every rank: the network as the workers measured it and the
   // algorithm table built from it (what auto picks for each collective and size).
-  GroupPlan plan(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  PlanView plan(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   DaemonStatus status(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // Bytes copied so far between callers' memory and the shared regions (in and out); ops in place
@@ -180,6 +203,7 @@ class Client {
   void barrier(const OpOptions& options = {});
 
  private:
+  friend GroupPlan full_plan(Client& client, std::chrono::milliseconds timeout);
   explicit Client(std::unique_ptr<ClientConnection> connection);
   std::unique_ptr<ClientConnection> connection_;
 };

@@ -1,8 +1,43 @@
 #include "config/cli_knobs.h"
 
+#include <cmath>
+#include <exception>
+
 #include "collective/algorithms.h"
 
 namespace gradsync::config {
+
+namespace {
+
+// CLI::NonNegativeNumber would print the whole range of a double.
+const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      try {
+        std::size_t used = 0;
+        const double value = std::stod(text, &used);
+        if (used == text.size() && value >= 0 && std::isfinite(value)) return {};
+      } catch (const std::exception&) {
+      }
+      return "'" + text + "' is not a number >= 0";
+    },
+    "NUMBER >= 0");
+
+CLI::Option* add_model_knob(CLI::App& command, const knobs::Knob<double>& knob, double& value) {
+  value = knob.default_value;
+  return command.add_option(std::string(knob.flag), value, std::string(knob.help))
+      ->envname(std::string(knob.env))
+      ->check(kNonNegative);
+}
+
+}  // namespace
+
+CLI::Option* add_network_model(CLI::App& command, double& alpha_us, double& beta_us_per_byte) {
+  CLI::Option* alpha = add_model_knob(command, knobs::kAlphaUs, alpha_us);
+  CLI::Option* beta = add_model_knob(command, knobs::kBetaUsPerByte, beta_us_per_byte);
+  alpha->needs(beta);
+  beta->needs(alpha);
+  return alpha;
+}
 
 std::vector<std::string> algorithm_choices(std::initializer_list<std::string> first,
                                            std::optional<Collective> collective) {

@@ -29,6 +29,10 @@ inline CLI::Option* add_knob(CLI::App& command, const knobs::PathKnob& knob, std
       ->envname(std::string(knob.env));
 }
 
+// --alpha-us and --beta-us-per-byte (knobs::kAlphaUs, kBetaUsPerByte), each needing the other, as
+// finite numbers >= 0. Returns the --alpha-us option: its count says whether a model was given.
+CLI::Option* add_network_model(CLI::App& command, double& alpha_us, double& beta_us_per_byte);
+
 // The names of `values` but `except`, as a flag's choices.
 template <typename Enum, std::size_t N>
 std::vector<std::string> names_of(const Enum (&values)[N],

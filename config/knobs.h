@@ -130,6 +130,27 @@ inline constexpr Knob<int> kExploreEvery{
     "faster); 0: never",
     kCoordinator};
 
+// A network model given instead of the measured one (the coordinator's table, the bench's predicted
+// column, gradsync model): each needs the other; not given, the measured model is used.
+inline constexpr Knob<double> kAlphaUs{
+    "--alpha-us",
+    "GRADSYNC_ALPHA_US",
+    0,
+    0,
+    std::numeric_limits<double>::max(),
+    "Latency per message, in microseconds, of a network model given instead of the measured one "
+    "(with --beta-us-per-byte)",
+    kCoordinator | kClient};
+inline constexpr Knob<double> kBetaUsPerByte{
+    "--beta-us-per-byte",
+    "GRADSYNC_BETA_US_PER_BYTE",
+    0,
+    0,
+    std::numeric_limits<double>::max(),
+    "Transfer time per byte, in microseconds (0.0001 is 10 GB/s), of a network model given "
+    "instead of the measured one (with --alpha-us)",
+    kCoordinator | kClient};
+
 // A knob whose value is a path; empty: not given.
 struct PathKnob {
   std::string_view flag;

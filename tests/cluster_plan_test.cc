@@ -2,6 +2,7 @@
 // on every rank, and what auto really runs; a forced algorithm, per op or per daemon, wins.
 #include <gtest/gtest.h>
 
+#include "client/full_plan.h"
 #include "collective/algorithms.h"
 #include "support/cluster.h"
 #include "support/tensor_values.h"
@@ -17,7 +18,7 @@ TEST_P(ClusterPlan, EveryRankHoldsTheSameMeasuredPlan) {
   const int p = GetParam();
   testing::TestCluster cluster = testing::start_cluster(p);
   ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
-  const GroupPlan plan = cluster.clients[0].plan();
+  const GroupPlan plan = full_plan(cluster.clients[0]);
   EXPECT_TRUE(plan.measured);
   EXPECT_EQ(plan.world_size, p);
   EXPECT_EQ(plan.generation, 1u);
@@ -43,7 +44,7 @@ TEST_P(ClusterPlan, EveryRankHoldsTheSameMeasuredPlan) {
     EXPECT_TRUE(supports(collective, plan.table.lookup(collective, 1 << 20))) << name(collective);
   }
   for (int rank = 1; rank < p; ++rank) {
-    EXPECT_EQ(cluster.clients[rank].plan(), plan) << "rank " << rank;
+    EXPECT_EQ(full_plan(cluster.clients[rank]), plan) << "rank " << rank;
   }
 }
 
@@ -51,7 +52,7 @@ TEST_P(ClusterPlan, AutoRunsWhatTheTableSaysAndAForcedAlgorithmWins) {
   const int p = GetParam();
   testing::TestCluster cluster = testing::start_cluster(p);
   ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
-  const GroupPlan plan = cluster.clients[0].plan();
+  const GroupPlan plan = full_plan(cluster.clients[0]);
   const std::vector<std::uint64_t> counts = {1, 1000, 300'000};
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     for (std::uint64_t count : counts) {
@@ -96,7 +97,7 @@ TEST(ClusterPlan, AModelGivenToTheCoordinatorReplacesTheMeasurement) {
   testing::TestCluster cluster =
       testing::start_cluster(4, "", 0, {"--alpha-us", "1000000", "--beta-us-per-byte", "0.001"});
   ASSERT_EQ(cluster.clients.size(), 4u);
-  const GroupPlan plan = cluster.clients[0].plan();
+  const GroupPlan plan = full_plan(cluster.clients[0]);
   EXPECT_FALSE(plan.measured);
   EXPECT_FALSE(plan.network.per_link());
   EXPECT_TRUE(plan.calibration.empty());

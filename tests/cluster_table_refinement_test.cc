@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "client/full_plan.h"
 #include "support/cluster.h"
 #include "support/tensor_values.h"
 
@@ -23,7 +24,7 @@ TEST(ClusterTableRefinement, EveryRankSwitchesTableVersionsAtTheSameOp) {
   options.coordinator_flags = {"--start-allreduce", "hypercube:262144", "--explore-every", "10"};
   testing::TestCluster cluster = testing::start_cluster(options);
   ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
-  ASSERT_EQ(cluster.clients[0].plan().table.lookup(Collective::allreduce, kCount * 4),
+  ASSERT_EQ(full_plan(cluster.clients[0]).table.lookup(Collective::allreduce, kCount * 4),
             Algorithm::hypercube);
   std::vector<std::vector<Algorithm>> used(p);
   const Bytes expected = testing::expected_reduction(DataType::f32, ReduceOp::sum, p, kCount);
@@ -42,11 +43,11 @@ TEST(ClusterTableRefinement, EveryRankSwitchesTableVersionsAtTheSameOp) {
   EXPECT_TRUE(std::any_of(used[0].begin(), used[0].end(), [](Algorithm algorithm) {
     return algorithm != Algorithm::hypercube;
   })) << "no trial or switch ran";
-  const GroupPlan plan = cluster.clients[0].plan();
+  const GroupPlan plan = full_plan(cluster.clients[0]);
   EXPECT_GE(plan.table_version, 2u);
   EXPECT_GE(plan.history.size(), 2u) << "the forced start, then what the real ops changed";
   for (int rank = 1; rank < p; ++rank) {
-    EXPECT_EQ(cluster.clients[rank].plan(), plan) << "rank " << rank;
+    EXPECT_EQ(full_plan(cluster.clients[rank]), plan) << "rank " << rank;
   }
 }
 

@@ -282,12 +282,8 @@ PYBIND11_MODULE(_gradsync, module) {
       .def_property_readonly("bytes_copied", &Client::bytes_copied)
       .def("plan_text",
            [](Client& client) {
-             GroupPlan plan;
-             {
-               py::gil_scoped_release release;
-               plan = client.plan();
-             }
-             return describe(plan);
+             py::gil_scoped_release release;
+             return client.plan().description;
            })
       .def("status",
            [](Client& client) {
