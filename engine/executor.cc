@@ -184,10 +184,10 @@ class OpRun {
     for (int peer = 0; peer < mesh_.world_size(); ++peer) {
       if (queues_.has_pending(peer)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
     }
-    return Status(ErrorCode::deadline_exceeded,
-                  describe_op() + " timed out in round " + std::to_string(queues_.round()) +
-                      " of " + std::to_string(schedule_.rounds.size()) + ", waiting for rank " +
-                      ranks);
+    return Status(ErrorCode::deadline_exceeded, describe_op() + " timed out in round " +
+                                                    std::to_string(queues_.round()) + " of " +
+                                                    std::to_string(schedule_.rounds.size()) +
+                                                    ", waiting for rank " + ranks);
   }
 
   Status mismatch(const std::string& what) const {
@@ -428,9 +428,9 @@ class OpRun {
           net::Clock::now() - *stalled_since_[peer] < options_.stall_timeout) {
         continue;
       }
-      return mesh_.peer(peer).protocol_violation(
-          "stopped sending in the middle of a frame for " +
-          std::to_string(options_.stall_timeout.count()) + " ms (--stall-timeout-ms)");
+      return mesh_.peer(peer).protocol_violation("stopped sending in the middle of a frame for " +
+                                                 std::to_string(options_.stall_timeout.count()) +
+                                                 " ms (--stall-timeout-ms)");
     }
     return {};
   }

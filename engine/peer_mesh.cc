@@ -19,9 +19,7 @@ std::size_t OpWorkspace::held_bytes() const { return scratch.capacity() + conver
 
 PeerMesh::PeerMesh(int rank, int world_size, std::uint64_t generation,
                    std::unique_ptr<net::DataChannels> channels)
-    : rank_(rank),
-      generation_(generation),
-      channels_(std::move(channels)) {
+    : rank_(rank), generation_(generation), channels_(std::move(channels)) {
   peers_.reserve(static_cast<std::size_t>(world_size));
   for (int r = 0; r < world_size; ++r) peers_.emplace_back(r, *channels_);
 }

@@ -85,8 +85,8 @@ std::byte* OpMemory::locate(const Span& span) const {
   return nullptr;
 }
 
-SegmentQueues::SegmentQueues(const Schedule& schedule, int world_size,
-                             std::uint64_t segment_bytes, const OpMemory& memory)
+SegmentQueues::SegmentQueues(const Schedule& schedule, int world_size, std::uint64_t segment_bytes,
+                             const OpMemory& memory)
     : schedule_(schedule),
       segment_bytes_(segment_bytes),
       memory_(memory),
@@ -180,8 +180,7 @@ bool SegmentQueues::frame_waits(int peer, std::uint32_t round) const {
   if (round <= round_) return false;
   if (round >= queued_rounds_ || incoming_[peer].empty()) return true;
   const InSegment& expected = incoming_[peer].front();
-  return expected.round != round ||
-         waits_for_earlier_round(expected.round, expected.pieces, true);
+  return expected.round != round || waits_for_earlier_round(expected.round, expected.pieces, true);
 }
 
 bool SegmentQueues::expects_more_from(int peer) const {

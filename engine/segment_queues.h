@@ -125,8 +125,8 @@ class SegmentQueues {
   const bool multi_segment_;
   std::vector<std::ptrdiff_t> last_receive_round_;  // per peer, -1 if none
   std::vector<bool> round_receives_into_its_sends_;
-  std::size_t round_ = 0;            // the round whose transfers must all finish before the next
-  std::size_t queued_rounds_ = 0;    // rounds whose segments are queued
+  std::size_t round_ = 0;          // the round whose transfers must all finish before the next
+  std::size_t queued_rounds_ = 0;  // rounds whose segments are queued
   std::uint64_t finished_ = 0;
   std::vector<std::deque<OutSegment>> outgoing_;
   std::vector<std::deque<InSegment>> incoming_;
