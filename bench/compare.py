@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Runs gradsync and its peers (Open MPI, Gloo, torch.distributed) side by side, interleaved
 (A B A B ..., so that drift on a shared machine hits every system alike), on loopback and on the
-emulated LAN of deploy/lan.sh, and writes docs/benchmarks/BENCHMARKS.md with the tables, the ratio of
-gradsync to the best peer per size, the measured limits (iperf3, memcpy) and an SVG plot per setup
-beside it.
+emulated LAN of deploy/lan.sh, and writes docs/benchmarks/BENCHMARKS.md with the tables, the
+ratio of gradsync to the best peer per size, the measured limits (iperf3, memcpy) and an SVG plot
+per setup beside it.
 
     sudo bench/compare.py                 # the full run (p = 2, 4 and 8, loopback and 1 Gbit/s LAN)
     sudo bench/compare.py --quick         # a short sweep, one repetition, for a smoke test
-    sudo bench/compare.py --ranks 8 --ranks-per-host 2   # 4 hosts x 2 ranks (README "Local ranks")
+    sudo bench/compare.py --ranks 8 --ranks-per-host 2   # 4 hosts x 2 ranks (docs/clusters.md)
 
 Needs root for the LAN, scripts/install_peers.sh for the peers, and a build (scripts/build.sh).
 A peer whose program is missing is left out of the tables with a note saying so."""
@@ -27,7 +27,8 @@ BIN = os.path.join(ROOT, "build", "bin")
 LAN = os.path.join(ROOT, "deploy", "lan.sh")
 # Where --out names its report (a path relative to this folder, or absolute); the plots go beside it.
 REPORTS = os.path.join(ROOT, "docs", "benchmarks")
-# gradsync with f32 values sent as bf16 (README "Semantics"): compared with the peers' f32 busbw.
+# gradsync with f32 values sent as bf16 (docs/clients.md, "Semantics"): compared with the peers'
+# f32 busbw.
 BF16_WIRE = "gradsync, bf16 wire"
 TORCH = os.path.join(ROOT, "bench", "peers", "torch_allreduce.py")
 NETNS_RSH = os.path.join(ROOT, "bench", "peers", "netns_rsh.sh")
