@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Auto against the best forced algorithm (README "Choosing the algorithm"): in each of G fresh
+# Auto against the best forced algorithm (docs/algorithms.md): in each of G fresh
 # groups of P ranks, `gradsync bench --algorithm all` (auto and every forced algorithm taking turns
 # within every iteration), printed per group as auto's worst ratio to the best forced algorithm
 # and the all-reduce table the group published (the same table from group to group is the

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Runs gradsync and its peers (Open MPI, Gloo, torch.distributed) side by side, interleaved
 (A B A B ..., so that drift on a shared machine hits every system alike), on loopback and on the
-emulated LAN of deploy/lan.sh, and writes BENCHMARKS.md with the tables, the ratio of gradsync to
-the best peer per size, the measured limits (iperf3, memcpy) and an SVG plot per setup.
+emulated LAN of deploy/lan.sh, and writes docs/benchmarks/BENCHMARKS.md with the tables, the
+ratio of gradsync to the best peer per size, the measured limits (iperf3, memcpy) and an SVG plot
+per setup beside it.
 
     sudo bench/compare.py                 # the full run (p = 2, 4 and 8, loopback and 1 Gbit/s LAN)
     sudo bench/compare.py --quick         # a short sweep, one repetition, for a smoke test
-    sudo bench/compare.py --ranks 8 --ranks-per-host 2   # 4 hosts x 2 ranks (README "Local ranks")
+    sudo bench/compare.py --ranks 8 --ranks-per-host 2   # 4 hosts x 2 ranks (docs/clusters.md)
 
 Needs root for the LAN, scripts/install_peers.sh for the peers, and a build (scripts/build.sh).
 A peer whose program is missing is left out of the tables with a note saying so."""
@@ -24,7 +25,10 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "build", "bin")
 LAN = os.path.join(ROOT, "deploy", "lan.sh")
-# gradsync with f32 values sent as bf16 (README "Semantics"): compared with the peers' f32 busbw.
+# Where --out names its report (a path relative to this folder, or absolute); the plots go beside it.
+REPORTS = os.path.join(ROOT, "docs", "benchmarks")
+# gradsync with f32 values sent as bf16 (docs/clients.md, "Semantics"): compared with the peers'
+# f32 busbw.
 BF16_WIRE = "gradsync, bf16 wire"
 TORCH = os.path.join(ROOT, "bench", "peers", "torch_allreduce.py")
 NETNS_RSH = os.path.join(ROOT, "bench", "peers", "netns_rsh.sh")
@@ -369,13 +373,17 @@ def report(setups, results, notes, found, options, command):
             lines.append(row)
         lines.append("")
         plot = svg_plot(setup, series)
-        path = os.path.join(ROOT, f"{options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg")
+        path = os.path.join(os.path.dirname(report_path(options)), f"{options.plot_prefix}-{setup.name.replace(' ', '-').replace(',', '').replace('=', '')}.svg")
         with open(path, "w") as file:
             file.write(plot)
     if notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
-    with open(os.path.join(ROOT, options.out), "w") as file:
+    with open(report_path(options), "w") as file:
         file.write("\n".join(lines))
+
+
+def report_path(options):
+    return os.path.join(REPORTS, options.out)
 
 
 def main():
@@ -389,7 +397,8 @@ def main():
     parser.add_argument("--repetitions", type=int, help="interleaved repetitions (default 3, quick 1)")
     parser.add_argument("--timeout", type=int, default=300,
                         help="seconds one peer may take for one sweep before it is left out")
-    parser.add_argument("--out", default="BENCHMARKS.md")
+    parser.add_argument("--out", default="BENCHMARKS.md",
+                        help="the report, in docs/benchmarks/ (SVG plots beside it)")
     parser.add_argument("--plot-prefix", default="benchmarks")
     options = parser.parse_args()
     SYSTEM_TIMEOUT[0] = options.timeout
@@ -411,7 +420,7 @@ def main():
     results, notes = measure(setups, options)
     found = limits(options)
     report(setups, results, notes, found, options, "bench/compare.py " + " ".join(sys.argv[1:]))
-    progress(f"wrote {options.out}")
+    progress(f"wrote {report_path(options)}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The image and docker-compose.yml for real, with podman: makes the Debian 12 base images from
-# Debian's archive (debootstrap; no registry is reachable here), runs the README's compose
+# Debian's archive (debootstrap; no registry is reachable here), runs docs/containers.md's compose
 # commands (build, then the bench with its coordinator and four workers) and checks every row of
-# the bench, then runs the README's across-hosts recipe on loopback (host networking, client
+# the bench, then runs its across-hosts recipe on loopback (host networking, client
 # sockets in host folders) with training processes of other users: the daemon run as the training
 # user, and the daemon that hands its socket to a group (--client-gid), whose members connect and
 # whose strangers cannot. Removes everything it made, also after a failure.
@@ -126,7 +126,7 @@ if ! podman image exists debian:12; then
   podman tag debian:12 debian:12-slim
 fi
 
-# The README's commands, as written (with a project name of this test's own).
+# docs/containers.md's commands, as written (with a project name of this test's own).
 cd "$root"
 (umask 077 && head -c 32 /dev/urandom | base64 >"$work/group.secret")
 chown 10001 "$work/group.secret"  # the image's user reads it
@@ -156,10 +156,10 @@ correct=$(grep -cE '^ +[0-9]+ +[0-9]+ +f32 +sum .* 0$' "$work/bench.txt" || true
 (podman-compose -p "$project" down -v) >/dev/null 2>&1
 [ -z "$(podman ps -aq)" ] || fail "podman-compose down left containers"
 
-# Across hosts, on loopback: the README's `docker run --network host` commands, with loopback for
-# 0.0.0.0, a free port for 29500 and folders of this test's for ~/gradsync (a training user's, who
-# runs the coordinator and one worker as itself) and /srv/gradsync (the other worker's, as the
-# image's user, handing its socket to a group).
+# Across hosts, on loopback: docs/containers.md's `docker run --network host` commands, with
+# loopback for 0.0.0.0, a free port for 29500 and folders of this test's for ~/gradsync (a
+# training user's, who runs the coordinator and one worker as itself) and /srv/gradsync (the
+# other worker's, as the image's user, handing its socket to a group).
 say "running the across-hosts recipe"
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 trainer=20001   # runs the daemons as itself

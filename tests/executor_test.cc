@@ -612,8 +612,8 @@ using WireCase = std::tuple<Collective, Algorithm, int, DataType>;
 class ExecutorWireType : public ::testing::TestWithParam<WireCase> {};
 
 // f32 values sent as bf16 or f16: every rank ends with the same bits, and each reduced element is
-// within the documented bound of the exact sum (README "Semantics"): at most p roundings to the
-// wire type and p + 1 f32 roundings on the way, so |result - sum| <= ((1+u)^p (1+2^-24)^(p+1) - 1)
+// within the documented bound of the exact sum (docs/clients.md, "Semantics"): at most p roundings
+// to the wire type and p + 1 f32 roundings on the way, so |result - sum| <= ((1+u)^p (1+2^-24)^(p+1) - 1)
 // * sum|x_r| (divided by p for avg). All-gather delivers every rank's block rounded once.
 TEST_P(ExecutorWireType, EveryRankEndsWithTheSameBitsWithinTheBound) {
   const auto [collective, algorithm, p, wire] = GetParam();

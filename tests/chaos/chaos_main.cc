@@ -7,7 +7,7 @@
 // had a right result again) and the ops attempted, right, failed with a clear error, failed
 // unclearly and wrong. Exit status 1 if any op was wrong or failed unclearly, a fault was not
 // recovered from, an op failed across a coordinator restart, or (--check-targets) a target of
-// README "Failures" was missed.
+// docs/failures.md was missed.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -35,7 +35,7 @@ struct Settings {
   bool show_failures = false;
 };
 
-// The targets of issue 25, as README "Failures" states them.
+// The targets of issue 25, as docs/failures.md states them.
 constexpr double kNoticeKillMs = 2000;
 constexpr double kServeAfterKillMs = 5000;
 constexpr double kServeAfterResumeMs = 5000;
@@ -300,7 +300,7 @@ int main(int argc, char** argv) {
   app.add_flag("--show-failures", settings.show_failures,
                "Print what every failed op said, by fault");
   app.add_flag("--check-targets", settings.check_targets,
-               "Fail the run if a fault misses its target (README Failures)");
+               "Fail the run if a fault misses its target (docs/failures.md)");
   CLI11_PARSE(app, argc, argv);
   return gradsync::chaos::run(settings);
 }
