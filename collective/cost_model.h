@@ -69,27 +69,25 @@ using CostFunction = std::function<double(const OpShape& shape, Algorithm algori
 
 // Every algorithm that can run the op, with `cost`'s time (only) and, to break its ties, the model
 // time on a network whose every link costs what `network`'s slowest does, in the order of
-// algorithms_for(). Not the per-link model: links are probed one at a time, and on loopback the
-// pairs that share a CPU probe fastest (12.8 us and 4.5 GB/s against 31 us and 3 GB/s), which
-// stops being true when every rank is busy. It sent 4-64 MiB on loopback p = 4 to
-// halving-doubling (its pairs share CPUs) when calibration called it level with the ring, and
-// forced runs at 64 MiB took 102-128 ms with halving-doubling against 80-83 ms with the ring.
+// algorithms_for(). Not the per-link model: links are probed one at a time, so pairs that share a
+// CPU probe faster than they run once every rank is busy, and ties broken by it chose badly
+// (docs/benchmarks/BENCHMARKS-EXPERIMENTS.md, "Figures behind rules in the code").
 std::vector<Candidate> estimate_candidates(const OpShape& shape, const CostFunction& cost,
                                            const NetworkModel& network);
 
 // Predictions closer than this are a tie: calibration measures with about this much noise, and
-// on both test networks (loopback, the emulated 1 Gbit/s LAN) the earlier algorithm of such a
-// pair (the ring before halving-doubling at 16-64 MiB) was never the slower one by more.
+// on both test networks the earlier algorithm of such a pair was never the slower one by more
+// (docs/benchmarks/BENCHMARKS-EXPERIMENTS.md, "Figures behind rules in the code").
 inline constexpr double kTieTolerance = 0.05;
 
 // Of the candidates within kTieTolerance of the least estimated time, the one the model alone
 // prefers; where the model's times too are within kTieTolerance, the first in the order of
 // algorithms_for(). Calibration measures what the model cannot see but cannot separate close
-// candidates; the model still knows rounds and bytes. On loopback, where both cores are the
-// limit, a pipelined tree (its root sends log₂p whole vectors) ran within 5-10% of the ring at
-// 4-64 MiB, and on the emulated LAN 1.4x slower at 16 MiB; at 4 B halving-doubling (4 rounds)
-// calibrated level with the hypercube (2) and ran 20% slower. The ring and halving-doubling move
-// the same bytes, and their model times differ by a few latencies: at large sizes that is a tie.
+// candidates; the model still knows rounds and bytes (a calibrated tie between a tree and the ring,
+// or between halving-doubling and the hypercube at small sizes, hid a real difference: see
+// docs/benchmarks/BENCHMARKS-EXPERIMENTS.md, "Figures behind rules in the code"). The ring and
+// halving-doubling move the same bytes, and their model times differ by a few latencies: at large
+// sizes that is a tie.
 Algorithm cheapest(const std::vector<Candidate>& candidates);
 
 Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network);
