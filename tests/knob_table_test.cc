@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "config/knobs.h"
 #include "support/run_command.h"
@@ -58,6 +61,44 @@ TEST(KnobTable, AValueOutOfTheTablesRangeIsRefusedNamingTheFlag) {
                             std::to_string(knobs::kSpinUs.max + 1) + " not in range"),
             std::string::npos)
       << worker.err;
+}
+
+// Every flag a knob makes carries the table's help: `gradsyncd worker --help` and `coordinator
+// --help` explain each of them.
+TEST(KnobTable, EveryKnobOfADaemonIsExplainedInItsHelp) {
+  const auto worker = testing::run_command(std::string(GRADSYNC_DAEMON) + " worker --help");
+  const auto coordinator =
+      testing::run_command(std::string(GRADSYNC_DAEMON) + " coordinator --help");
+  ASSERT_EQ(worker.exit_code, 0) << worker.err;
+  ASSERT_EQ(coordinator.exit_code, 0) << coordinator.err;
+  const auto explains = [](const std::string& help, std::string_view flag, std::string_view text) {
+    const auto at = help.find(std::string(flag) + " ");
+    return at != std::string::npos && help.find(std::string(text), at) != std::string::npos;
+  };
+  // Flag and help of each knob a daemon reads, whatever its value's type.
+  const std::vector<std::pair<std::string_view, std::string_view>> worker_knobs = {
+      {knobs::kSegmentBytes.flag, knobs::kSegmentBytes.help},
+      {knobs::kSpinUs.flag, knobs::kSpinUs.help},
+      {knobs::kStallTimeoutMs.flag, knobs::kStallTimeoutMs.help},
+      {knobs::kClientUid.flag, knobs::kClientUid.help},
+      {knobs::kClientGid.flag, knobs::kClientGid.help},
+      {knobs::kLocalRanks.flag, knobs::kLocalRanks.help},
+      {knobs::kJoinTimeoutMs.flag, knobs::kJoinTimeoutMs.help},
+      {knobs::kCoordinatorTimeoutMs.flag, knobs::kCoordinatorTimeoutMs.help},
+      {knobs::kSecretFile.flag, knobs::kSecretFile.help}};
+  const std::vector<std::pair<std::string_view, std::string_view>> coordinator_knobs = {
+      {knobs::kHeartbeatTimeoutMs.flag, knobs::kHeartbeatTimeoutMs.help},
+      {knobs::kCalibrationMs.flag, knobs::kCalibrationMs.help},
+      {knobs::kExploreEvery.flag, knobs::kExploreEvery.help},
+      {knobs::kAlphaUs.flag, knobs::kAlphaUs.help},
+      {knobs::kBetaUsPerByte.flag, knobs::kBetaUsPerByte.help},
+      {knobs::kSecretFile.flag, knobs::kSecretFile.help}};
+  for (const auto& [flag, help] : worker_knobs) {
+    EXPECT_TRUE(explains(worker.out, flag, help)) << flag << "\n" << worker.out;
+  }
+  for (const auto& [flag, help] : coordinator_knobs) {
+    EXPECT_TRUE(explains(coordinator.out, flag, help)) << flag << "\n" << coordinator.out;
+  }
 }
 
 }  // namespace
