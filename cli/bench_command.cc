@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cli/bench_report.h"
@@ -55,6 +56,28 @@ struct BenchOptions {
   bool model_given = false;
 };
 
+// Per timed iteration of row k, the slowest rank's time; `times` is [rank][row][iteration].
+std::vector<double> slowest_rank_times(const std::vector<std::vector<std::vector<double>>>& times,
+                                       std::size_t k) {
+  std::vector<double> slowest(times[0][k].size(), 0.0);
+  for (const auto& rank_times : times) {
+    for (std::size_t n = 0; n < slowest.size(); ++n) {
+      slowest[n] = std::max(slowest[n], rank_times[k][n]);
+    }
+  }
+  return slowest;
+}
+
+// The algorithm that ran the most ops of `used`; `fallback` if none did.
+Algorithm most_used(const std::map<Algorithm, int>& used, Algorithm fallback) {
+  Algorithm ran = fallback;
+  int most = 0;
+  for (const auto& [algorithm, ops] : used) {
+    if (ops > most) std::tie(ran, most) = std::pair{algorithm, ops};
+  }
+  return ran;
+}
+
 class Bench {
  public:
   Bench(const BenchOptions& options, std::vector<Client> clients, GroupPlan plan, DataType type,
@@ -73,119 +96,138 @@ class Bench {
   // median over iterations of the slowest rank's time.
   std::vector<BenchRow> measure(std::uint64_t bytes,
                                 const std::vector<std::optional<Algorithm>>& algorithms) {
-    const std::size_t size = element_size(type_);
-    const std::uint64_t count = std::max<std::uint64_t>(bytes / size, 1);
-    // Between hosts: a daemon's local ranks add no traffic to the network (README "Local ranks").
-    const int hosts = plan_.world_size;
-    const int local = static_cast<int>(clients_.size());
-    const std::size_t kinds = algorithms.size();
-    // [rank][algorithm]: the times of its timed iterations, its wrong results
-    std::vector<std::vector<std::vector<double>>> times(local,
-                                                        std::vector<std::vector<double>>(kinds));
-    std::vector<std::vector<int>> wrong(local, std::vector<int>(kinds, 0));
-    double wire_error = -1;  // with a wire type, on the process that drives rank 0
-    std::vector<std::string> errors(local);
-    std::vector<std::byte> expected = reference(count, clients_.front().world_size());
-    // What rank 0's ops of each row ran: auto's may vary, as the table explores and refines.
-    std::vector<std::map<Algorithm, int>> used(kinds);
-    const int timed = timed_iterations(bytes, options_.iters, options_.small_iters);
+    const std::uint64_t count = std::max<std::uint64_t>(bytes / element_size(type_), 1);
+    const SizeRun run{count, algorithms,
+                      timed_iterations(bytes, options_.iters, options_.small_iters),
+                      reference(count, clients_.front().world_size())};
+    Tally tally(clients_.size(), algorithms.size());
     std::vector<std::thread> threads;
-    for (int i = 0; i < local; ++i) {
-      threads.emplace_back([&, i] {
-        Client& client = clients_[i];
-        // Beside a daemon bound with --cpus (gradsync local binds them), this thread's wake-ups
-        // land on the core the daemon just wrote the result from.
-        client.bind_thread_beside_daemon();
-        const std::vector<std::byte> pristine = pattern(client.rank(), count);
-        // Shared memory unless --copy: what a training framework that allocates its gradient
-        // buckets with Client::allocate gets.
-        std::vector<std::byte> private_copy;
-        SharedTensor shared;
-        std::byte* data = nullptr;
-        try {
-          if (options_.copy) {
-            private_copy.resize(pristine.size());
-            data = private_copy.data();
-          } else {
-            shared = client.allocate(pristine.size());
-            data = shared.data();
-          }
-        } catch (const ClientError& error) {
-          errors[i] = error.what();
-          return;
-        }
-        OpOptions op_options;
-        op_options.op = op_;
-        op_options.wire = wire_;
-        try {
-          for (int iteration = 0; iteration < options_.warmup + timed; ++iteration) {
-            for (std::size_t turn = 0; turn < kinds; ++turn) {
-              const std::size_t k = (turn + static_cast<std::size_t>(iteration)) % kinds;
-              op_options.algorithm = algorithms[k];
-              std::copy(pristine.begin(), pristine.end(), data);
-              // Every rank starts the timed op together: a row times the op, not the ranks (or
-              // the other ranks' copies and checks) arriving at different times.
-              client.barrier();
-              const auto start = std::chrono::steady_clock::now();
-              Handle handle = client.allreduce_async(data, count, type_, op_options);
-              handle.wait();
-              const auto stop = std::chrono::steady_clock::now();
-              if (i == 0) ++used[k][handle.algorithm()];
-              if (iteration < options_.warmup) continue;
-              times[i][k].push_back(
-                  std::chrono::duration<double, std::micro>(stop - start).count());
-              // memcmp: std::equal on std::byte compiles to a byte loop, which took 18% of all
-              // CPU in a 1 MiB run, stolen from ranks still inside their op.
-              if (std::memcmp(data, expected.data(), expected.size()) != 0) ++wrong[i][k];
-            }
-          }
-          if (wire_) {
-            const double error = measure_wire_error(client, type_, op_, *wire_, count);
-            if (client.rank() == 0) wire_error = error;
-          }
-        } catch (const ClientError& error) {
-          errors[i] = error.what();
-        }
-      });
+    for (int i = 0; i < static_cast<int>(clients_.size()); ++i) {
+      threads.emplace_back([&, i] { run_rank(i, run, tally); });
     }
     for (auto& thread : threads) thread.join();
-    for (const std::string& error : errors) {
+    for (const std::string& error : tally.errors) {
       if (!error.empty()) throw ClientError(Status(ErrorCode::internal, error));
     }
     std::vector<BenchRow> rows;
-    for (std::size_t k = 0; k < kinds; ++k) {
-      // The algorithm most of the row's ops ran.
-      Algorithm ran = algorithms[k].value_or(Algorithm::ring);
-      int most = 0;
-      for (const auto& [algorithm, ops] : used[k]) {
-        if (ops > most) std::tie(ran, most) = std::pair{algorithm, ops};
-      }
-      std::vector<double> slowest(times[0][k].size(), 0.0);
-      for (const auto& rank_times : times) {
-        for (std::size_t n = 0; n < slowest.size(); ++n) {
-          slowest[n] = std::max(slowest[n], rank_times[k][n]);
-        }
-      }
-      BenchRow row = make_row(
-          count * size, count,
-          algorithms[k] ? std::string(name(*algorithms[k])) : "auto:" + std::string(name(ran)),
-          median(slowest), hosts);
-      // The model prices the bytes that cross the network.
-      const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
-      row.predicted_us = predicted_us(plan_, {Collective::allreduce, hosts, count, wire_size}, ran);
-      row.iterations = static_cast<int>(slowest.size());
-      for (const auto& rank_wrong : wrong) row.wrong += rank_wrong[k];
-      // An op past the bound is wrong; the bound holds for any algorithm.
-      row.error = wire_error;
-      if (wire_ && wire_error > wire_error_bound(*wire_, type_, clients_.front().world_size())) {
-        ++row.wrong;
-      }
-      rows.push_back(std::move(row));
-    }
+    for (std::size_t k = 0; k < algorithms.size(); ++k) rows.push_back(row_of(k, run, tally));
     return rows;
   }
 
  private:
+  // One size, as every rank's thread reads it.
+  struct SizeRun {
+    std::uint64_t count;
+    const std::vector<std::optional<Algorithm>>& algorithms;  // one row each
+    int timed;                                                // iterations after the warmup
+    std::vector<std::byte> expected;                          // every rank's correct result
+  };
+
+  // What the ranks' threads record of one size, each thread in its own slots.
+  struct Tally {
+    Tally(std::size_t local, std::size_t kinds)
+        : times(local, std::vector<std::vector<double>>(kinds)),
+          wrong(local, std::vector<int>(kinds, 0)),
+          errors(local),
+          used(kinds) {}
+
+    // [rank][algorithm]: the times of its timed iterations, its wrong results
+    std::vector<std::vector<std::vector<double>>> times;
+    std::vector<std::vector<int>> wrong;
+    std::vector<std::string> errors;
+    // What rank 0's ops of each row ran: auto's may vary, as the table explores and refines.
+    std::vector<std::map<Algorithm, int>> used;
+    double wire_error = -1;  // with a wire type, on the process that drives rank 0
+  };
+
+  // The thread of clients_[i]: its buffer, every iteration's ops, then (with a wire type) the
+  // error of one more op. A client's failure ends the thread and is kept in tally.errors[i].
+  void run_rank(int i, const SizeRun& run, Tally& tally) {
+    Client& client = clients_[i];
+    // Beside a daemon bound with --cpus (gradsync local binds them), this thread's wake-ups
+    // land on the core the daemon just wrote the result from.
+    client.bind_thread_beside_daemon();
+    const std::vector<std::byte> pristine = pattern(client.rank(), run.count);
+    // Shared memory unless --copy: what a training framework that allocates its gradient
+    // buckets with Client::allocate gets.
+    std::vector<std::byte> private_copy;
+    SharedTensor shared;
+    std::byte* data = nullptr;
+    try {
+      if (options_.copy) {
+        private_copy.resize(pristine.size());
+        data = private_copy.data();
+      } else {
+        shared = client.allocate(pristine.size());
+        data = shared.data();
+      }
+      time_ops(i, pristine, data, run, tally);
+      if (wire_) {
+        const double error = measure_wire_error(client, type_, op_, *wire_, run.count);
+        if (client.rank() == 0) tally.wire_error = error;
+      }
+    } catch (const ClientError& error) {
+      tally.errors[i] = error.what();
+    }
+  }
+
+  // The warmup and timed iterations of clients_[i] on `data`, refilled from `pristine` before
+  // every op.
+  void time_ops(int i, const std::vector<std::byte>& pristine, std::byte* data, const SizeRun& run,
+                Tally& tally) {
+    Client& client = clients_[i];
+    const std::size_t kinds = run.algorithms.size();
+    OpOptions op_options;
+    op_options.op = op_;
+    op_options.wire = wire_;
+    for (int iteration = 0; iteration < options_.warmup + run.timed; ++iteration) {
+      for (std::size_t turn = 0; turn < kinds; ++turn) {
+        const std::size_t k = (turn + static_cast<std::size_t>(iteration)) % kinds;
+        op_options.algorithm = run.algorithms[k];
+        std::copy(pristine.begin(), pristine.end(), data);
+        // Every rank starts the timed op together: a row times the op, not the ranks (or
+        // the other ranks' copies and checks) arriving at different times.
+        client.barrier();
+        const auto start = std::chrono::steady_clock::now();
+        Handle handle = client.allreduce_async(data, run.count, type_, op_options);
+        handle.wait();
+        const auto stop = std::chrono::steady_clock::now();
+        if (i == 0) ++tally.used[k][handle.algorithm()];
+        if (iteration < options_.warmup) continue;
+        tally.times[i][k].push_back(
+            std::chrono::duration<double, std::micro>(stop - start).count());
+        // memcmp: std::equal on std::byte compiles to a byte loop, which took 18% of all
+        // CPU in a 1 MiB run, stolen from ranks still inside their op.
+        if (std::memcmp(data, run.expected.data(), run.expected.size()) != 0) ++tally.wrong[i][k];
+      }
+    }
+  }
+
+  // The row of algorithm k (for auto, named after what most of rank 0's ops ran).
+  BenchRow row_of(std::size_t k, const SizeRun& run, const Tally& tally) const {
+    const std::size_t size = element_size(type_);
+    // Between hosts: a daemon's local ranks add no traffic to the network (README "Local ranks").
+    const int hosts = plan_.world_size;
+    const std::optional<Algorithm>& forced = run.algorithms[k];
+    const Algorithm ran = most_used(tally.used[k], forced.value_or(Algorithm::ring));
+    std::vector<double> slowest = slowest_rank_times(tally.times, k);
+    BenchRow row = make_row(run.count * size, run.count,
+                            forced ? std::string(name(*forced)) : "auto:" + std::string(name(ran)),
+                            median(slowest), hosts);
+    // The model prices the bytes that cross the network.
+    const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
+    row.predicted_us =
+        predicted_us(plan_, {Collective::allreduce, hosts, run.count, wire_size}, ran);
+    row.iterations = static_cast<int>(slowest.size());
+    for (const auto& rank_wrong : tally.wrong) row.wrong += rank_wrong[k];
+    // An op past the bound is wrong; the bound holds for any algorithm.
+    row.error = tally.wire_error;
+    if (wire_ &&
+        tally.wire_error > wire_error_bound(*wire_, type_, clients_.front().world_size())) {
+      ++row.wrong;
+    }
+    return row;
+  }
   // Rank r's tensor: element i is (r + i) mod 4, in the bench's dtype.
   std::vector<std::byte> pattern(int rank, std::uint64_t count) const {
     std::vector<std::byte> data(count * element_size(type_));
@@ -281,9 +323,8 @@ void print_auto_against_best(const std::vector<BenchRow>& rows) {
   }
 }
 
-int run_bench(BenchOptions options) {
-  const std::vector<std::string> sockets = socket_paths(options.sockets, "--sockets");
-  std::string error;
+// --min-bytes and --max-bytes, checked.
+std::pair<std::uint64_t, std::uint64_t> size_range(const BenchOptions& options) {
   const auto min_bytes = parse_size(options.min_bytes);
   const auto max_bytes = parse_size(options.max_bytes);
   if (!min_bytes || *min_bytes == 0) {
@@ -293,24 +334,67 @@ int run_bench(BenchOptions options) {
     throw CLI::ValidationError("--max-bytes",
                                "'" + options.max_bytes + "' is not a size >= --min-bytes");
   }
+  return {*min_bytes, *max_bytes};
+}
+
+// --wire, checked against the dtype and op; nullopt: the values travel as the dtype.
+std::optional<DataType> wire_type(const BenchOptions& options, DataType type, ReduceOp op) {
+  if (options.wire.empty()) return std::nullopt;
+  const std::optional<DataType> wire = parse_data_type(options.wire);
+  if (Status status = check_wire_type(Collective::allreduce, type, op, *wire); !status.ok()) {
+    throw CLI::ValidationError("--wire", status.message());
+  }
+  return wire;
+}
+
+// The rows of each size for --algorithm (auto, all, or one algorithm); nullopt is auto.
+std::vector<std::optional<Algorithm>> algorithms_to_run(const std::string& algorithm) {
+  std::vector<std::optional<Algorithm>> algorithms;
+  if (algorithm == "all" || algorithm == "auto") algorithms.push_back(std::nullopt);
+  if (algorithm == "all") {
+    for (Algorithm each : algorithms_for(Collective::allreduce)) algorithms.push_back(each);
+  } else if (algorithm != "auto") {
+    algorithms.push_back(*parse_algorithm(algorithm));
+  }
+  return algorithms;
+}
+
+// The line above the table: which model the predicted column is, how busbw counts hosts, and
+// with a wire type the bound on a row's error.
+std::string bench_note(const BenchOptions& options, const GroupPlan& plan, int world_size,
+                       bool wire, double error_bound) {
+  char model[160];
+  std::snprintf(model, sizeof model,
+                "predicted: %s, alpha up to %.1f us, beta up to %.3g us/byte, gamma %.3g us/byte",
+                options.model_given        ? "the given model"
+                : plan.calibration.empty() ? "the group's measured model"
+                                           : "the group's measured model, calibrated",
+                plan.network.alpha_us, plan.network.beta_us_per_byte,
+                plan.network.gamma_us_per_byte);
+  std::string note = model;
+  if (plan.world_size != world_size) {
+    note += "; " + host_layout(plan).describe() +
+            ": busbw counts the links between hosts, algbw * 2(H - 1)/H";
+  }
+  if (wire) {
+    char bound[200];
+    std::snprintf(bound, sizeof bound,
+                  "; error: of one more op on values in [-1, 1), the largest |result - sum| / "
+                  "sum |x| (README \"Semantics\": at most %.3g here, or the row is wrong)",
+                  error_bound);
+    note += bound;
+  }
+  return note;
+}
+
+int run_bench(BenchOptions options) {
+  const std::vector<std::string> sockets = socket_paths(options.sockets, "--sockets");
+  const auto [min_bytes, max_bytes] = size_range(options);
   if (options.small_iters == 0) options.small_iters = options.iters;
   const DataType type = *parse_data_type(options.dtype);
   const ReduceOp op = *parse_reduce_op(options.op);
-  std::optional<DataType> wire;
-  if (!options.wire.empty()) {
-    wire = parse_data_type(options.wire);
-    if (Status status = check_wire_type(Collective::allreduce, type, op, *wire); !status.ok()) {
-      throw CLI::ValidationError("--wire", status.message());
-    }
-  }
-  std::vector<std::optional<Algorithm>> algorithms;
-  if (options.algorithm == "all" || options.algorithm == "auto") algorithms.push_back(std::nullopt);
-  if (options.algorithm == "all") {
-    for (Algorithm algorithm : algorithms_for(Collective::allreduce))
-      algorithms.push_back(algorithm);
-  } else if (options.algorithm != "auto") {
-    algorithms.push_back(*parse_algorithm(options.algorithm));
-  }
+  const std::optional<DataType> wire = wire_type(options, type, op);
+  const std::vector<std::optional<Algorithm>> algorithms = algorithms_to_run(options.algorithm);
   if (options.dry_run) {
     std::printf("gradsync bench: %zu sockets, %s to %s, algorithm %s: the options are valid\n",
                 sockets.size(), options.min_bytes.c_str(), options.max_bytes.c_str(),
@@ -335,7 +419,7 @@ int run_bench(BenchOptions options) {
   Bench bench(options, std::move(clients), plan, type, op, wire);
   std::vector<BenchRow> rows;
   try {
-    for (double bytes = static_cast<double>(*min_bytes); bytes <= static_cast<double>(*max_bytes);
+    for (double bytes = static_cast<double>(min_bytes); bytes <= static_cast<double>(max_bytes);
          bytes *= options.step_factor) {
       for (BenchRow& row : bench.measure(static_cast<std::uint64_t>(bytes), algorithms)) {
         rows.push_back(std::move(row));
@@ -346,28 +430,8 @@ int run_bench(BenchOptions options) {
     return 1;
   }
   if (prints) {
-    char model[160];
-    std::snprintf(model, sizeof model,
-                  "predicted: %s, alpha up to %.1f us, beta up to %.3g us/byte, gamma %.3g us/byte",
-                  options.model_given        ? "the given model"
-                  : plan.calibration.empty() ? "the group's measured model"
-                                             : "the group's measured model, calibrated",
-                  plan.network.alpha_us, plan.network.beta_us_per_byte,
-                  plan.network.gamma_us_per_byte);
-    std::string note = model;
-    if (plan.world_size != world_size) {
-      note += "; " + host_layout(plan).describe() +
-              ": busbw counts the links between hosts, algbw * 2(H - 1)/H";
-    }
     const double error_bound = wire ? wire_error_bound(*wire, type, world_size) : -1;
-    if (wire) {
-      char bound[200];
-      std::snprintf(bound, sizeof bound,
-                    "; error: of one more op on values in [-1, 1), the largest |result - sum| / "
-                    "sum |x| (README \"Semantics\": at most %.3g here, or the row is wrong)",
-                    error_bound);
-      note += bound;
-    }
+    const std::string note = bench_note(options, plan, world_size, wire.has_value(), error_bound);
     const BenchSetup setup{
         "gradsync bench", world_size,          options.dtype,  options.op, options.wire,
         options.iters,    options.small_iters, options.warmup, note,       error_bound};

@@ -27,6 +27,66 @@ std::string read_all(const std::string& path) {
   return text.str();
 }
 
+std::string worker_log_file(const std::string& directory, int rank) {
+  return directory + "/rank" + std::to_string(rank) + ".log";
+}
+
+// What every worker's command line shares.
+struct WorkerLaunch {
+  std::string daemon;
+  std::string coordinator;  // its address
+  std::string secret_file;
+  int spin_us = 0;
+  std::vector<int> cpus;  // those this process may use
+};
+
+std::vector<std::string> worker_argv(const LocalClusterOptions& options, const WorkerLaunch& launch,
+                                     int rank, int local_ranks, const std::string& socket) {
+  std::vector<std::string> argv = {launch.daemon,        "worker",        "--coordinator",
+                                   launch.coordinator,   "--listen",      "127.0.0.1:0",
+                                   "--socket",           socket,          "--rank",
+                                   std::to_string(rank), "--secret-file", launch.secret_file};
+  if (!options.algorithm.empty()) argv.insert(argv.end(), {"--algorithm", options.algorithm});
+  argv.insert(argv.end(), {"--spin-us", std::to_string(launch.spin_us)});
+  if (local_ranks > 1) argv.insert(argv.end(), {"--local-ranks", std::to_string(local_ranks)});
+  if (options.segment_bytes > 0) {
+    argv.insert(argv.end(), {"--segment-bytes", std::to_string(options.segment_bytes)});
+  }
+  // More workers than cores is the usual case here; bound, a worker that sleeps and wakes on
+  // every message keeps its caches instead of waking on whichever core is idle.
+  if (options.bind_cpus && !launch.cpus.empty()) {
+    argv.insert(argv.end(), {"--cpus", std::to_string(launch.cpus[rank % launch.cpus.size()])});
+  }
+  argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
+  return argv;
+}
+
+// Returns once worker `rank` of `cluster` accepts a client, or fails if it exits first or
+// `deadline` passes.
+Status wait_until_serving(LocalCluster& cluster, int rank,
+                          std::chrono::steady_clock::time_point deadline) {
+  const std::string& socket = cluster.sockets()[rank];
+  while (true) {
+    if (!cluster.worker(rank).running()) {
+      return Status(ErrorCode::internal,
+                    "worker " + std::to_string(rank) + " exited: " + cluster.log_of_worker(rank));
+    }
+    if (std::filesystem::exists(socket)) {
+      try {
+        Client::connect(socket, std::chrono::seconds(5), 0);
+        return {};
+      } catch (const ClientError&) {
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status(ErrorCode::deadline_exceeded, "worker " + std::to_string(rank) +
+                                                      " did not start serving clients within " +
+                                                      std::to_string(kStartTimeout.count()) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 }  // namespace
 
 int spin_us_for(int workers, std::size_t cpus) {
@@ -48,9 +108,6 @@ Status LocalCluster::start(const LocalClusterOptions& options,
   result->verbose_ = options.verbose;
   const std::string daemon =
       options.daemon_path.empty() ? daemon_beside_this_executable() : options.daemon_path;
-  const auto log = [&](const std::string& name) {
-    return options.verbose ? std::string() : result->directory_ + "/" + name + ".log";
-  };
   // A group of its own: other groups on this machine, whatever ports they reuse, cannot mix
   // with it.
   const std::string secret = result->secret_file();
@@ -62,58 +119,25 @@ Status LocalCluster::start(const LocalClusterOptions& options,
                                    options.coordinator_flags.begin(),
                                    options.coordinator_flags.end());
   if (Status status = result->start_coordinator("127.0.0.1:0"); !status.ok()) return status;
-  const std::string& address = result->coordinator_address_;
   const std::vector<int> cpus = net::allowed_cpus();
   result->local_ranks_ = options.local_ranks;
   result->local_ranks_.resize(options.workers, knobs::kLocalRanks.default_value);
   const int ranks = std::accumulate(result->local_ranks_.begin(), result->local_ranks_.end(), 0);
-  const int spin_us = options.spin_us >= 0 ? options.spin_us : spin_us_for(ranks, cpus.size());
+  const WorkerLaunch launch{
+      daemon, result->coordinator_address_, secret,
+      options.spin_us >= 0 ? options.spin_us : spin_us_for(ranks, cpus.size()), cpus};
   for (int rank = 0; rank < options.workers; ++rank) {
     const std::string socket = result->directory_ + "/rank" + std::to_string(rank) + ".sock";
-    std::vector<std::string> argv = {
-        daemon,          "worker",   "--coordinator", address,  "--listen",
-        "127.0.0.1:0",   "--socket", socket,          "--rank", std::to_string(rank),
-        "--secret-file", secret};
-    if (!options.algorithm.empty()) argv.insert(argv.end(), {"--algorithm", options.algorithm});
-    argv.insert(argv.end(), {"--spin-us", std::to_string(spin_us)});
-    if (result->local_ranks_[rank] > 1) {
-      argv.insert(argv.end(), {"--local-ranks", std::to_string(result->local_ranks_[rank])});
-    }
-    if (options.segment_bytes > 0) {
-      argv.insert(argv.end(), {"--segment-bytes", std::to_string(options.segment_bytes)});
-    }
-    // More workers than cores is the usual case here; bound, a worker that sleeps and wakes on
-    // every message keeps its caches instead of waking on whichever core is idle.
-    if (options.bind_cpus && !cpus.empty()) {
-      argv.insert(argv.end(), {"--cpus", std::to_string(cpus[rank % cpus.size()])});
-    }
-    argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
-    result->workers_.push_back(ChildProcess::start(argv, log("rank" + std::to_string(rank))));
+    std::vector<std::string> argv =
+        worker_argv(options, launch, rank, result->local_ranks_[rank], socket);
+    result->workers_.push_back(ChildProcess::start(
+        argv, options.verbose ? std::string() : worker_log_file(result->directory_, rank)));
     result->worker_argv_.push_back(std::move(argv));
     result->sockets_.push_back(socket);
   }
   const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
   for (int rank = 0; rank < options.workers; ++rank) {
-    const std::string& socket = result->sockets_[rank];
-    while (true) {
-      if (!result->workers_[rank].running()) {
-        return Status(ErrorCode::internal,
-                      "worker " + std::to_string(rank) + " exited: " + result->log_of_worker(rank));
-      }
-      if (std::filesystem::exists(socket)) {
-        try {
-          Client::connect(socket, std::chrono::seconds(5), 0);
-          break;
-        } catch (const ClientError&) {
-        }
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        return Status(ErrorCode::deadline_exceeded,
-                      "worker " + std::to_string(rank) + " did not start serving clients within " +
-                          std::to_string(kStartTimeout.count()) + " s");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    if (Status status = wait_until_serving(*result, rank, deadline); !status.ok()) return status;
   }
   cluster = std::move(result);
   return {};
@@ -151,8 +175,8 @@ void LocalCluster::restart_worker(int rank) {
     ::kill(worker.pid(), SIGKILL);
     worker.wait();
   }
-  worker = ChildProcess::start(
-      worker_argv_[rank], verbose_ ? "" : directory_ + "/rank" + std::to_string(rank) + ".log");
+  worker =
+      ChildProcess::start(worker_argv_[rank], verbose_ ? "" : worker_log_file(directory_, rank));
 }
 
 LocalCluster::~LocalCluster() {
@@ -171,7 +195,7 @@ std::vector<std::string> LocalCluster::rank_sockets() const {
 }
 
 std::string LocalCluster::log_of_worker(int rank) const {
-  return verbose_ ? "(see above)" : read_all(directory_ + "/rank" + std::to_string(rank) + ".log");
+  return verbose_ ? "(see above)" : read_all(worker_log_file(directory_, rank));
 }
 
 std::string LocalCluster::log_of_coordinator() const {

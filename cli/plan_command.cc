@@ -43,7 +43,8 @@ double gigabytes_per_second(double beta_us_per_byte) {
   return beta_us_per_byte > 0 ? 1e-3 / beta_us_per_byte : 0.0;
 }
 
-void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
+// The first line: the group, its generation, and whether its model was measured.
+void print_header(const GroupPlan& plan) {
   const HostLayout layout = host_layout(plan);
   std::printf("group of %d (%s), generation %llu: %s\n", layout.world_size(),
               layout.describe().c_str(), static_cast<unsigned long long>(plan.generation),
@@ -53,55 +54,67 @@ void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
                      std::to_string(static_cast<int>(plan.calibration_ms + 0.5)) + " ms")
                         .c_str()
                   : "a model given to the coordinator, not measured");
-  if (plan.network.per_link()) {
-    std::printf("\nlinks: alpha (us) / beta as GB/s, from the row's rank to the column's\n%6s", "");
-    for (int to = 0; to < plan.world_size; ++to) std::printf("  %15d", to);
-    std::printf("\n");
-    for (int from = 0; from < plan.world_size; ++from) {
-      std::printf("%6d", from);
-      for (int to = 0; to < plan.world_size; ++to) {
-        if (from == to) {
-          std::printf("  %15s", "-");
-          continue;
-        }
-        const LinkCost link = plan.network.link(from, to);
-        char cell[32];
-        std::snprintf(cell, sizeof cell, "%.1f / %.3g", link.alpha_us,
-                      gigabytes_per_second(link.beta_us_per_byte));
-        std::printf("  %15s", cell);
-      }
-      std::printf("\n");
-    }
-  } else {
+}
+
+// A matrix of links where they were measured one by one, else the one link every pair shares.
+void print_links(const GroupPlan& plan) {
+  if (!plan.network.per_link()) {
     std::printf("\nevery link: alpha %g us, beta %g us/byte (%.3g GB/s)\n", plan.network.alpha_us,
                 plan.network.beta_us_per_byte, gigabytes_per_second(plan.network.beta_us_per_byte));
+    return;
   }
-  if (!plan.gamma_us_per_byte.empty()) {
-    std::printf("\ngamma, reduce (f32 sum) per byte:");
-    for (std::size_t rank = 0; rank < plan.gamma_us_per_byte.size(); ++rank) {
-      std::printf("  rank %zu %.3g us (%.3g GB/s)", rank, plan.gamma_us_per_byte[rank],
-                  gigabytes_per_second(plan.gamma_us_per_byte[rank]));
+  std::printf("\nlinks: alpha (us) / beta as GB/s, from the row's rank to the column's\n%6s", "");
+  for (int to = 0; to < plan.world_size; ++to) std::printf("  %15d", to);
+  std::printf("\n");
+  for (int from = 0; from < plan.world_size; ++from) {
+    std::printf("%6d", from);
+    for (int to = 0; to < plan.world_size; ++to) {
+      if (from == to) {
+        std::printf("  %15s", "-");
+        continue;
+      }
+      const LinkCost link = plan.network.link(from, to);
+      char cell[32];
+      std::snprintf(cell, sizeof cell, "%.1f / %.3g", link.alpha_us,
+                    gigabytes_per_second(link.beta_us_per_byte));
+      std::printf("  %15s", cell);
     }
     std::printf("\n");
   }
-  if (!plan.calibration.empty()) {
-    std::printf(
-        "\ncalibration: real all-reduce ops (median of the slowest rank's time, us) beside the "
-        "model's "
-        "latency and transfer terms\n");
-    std::printf("%14s  %17s  %12s  %25s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured",
-                "quartiles (repetitions)", "latency", "transfer", "ratio");
-    for (const CalibrationSample& sample : plan.calibration) {
-      char quartiles[64];
-      std::snprintf(quartiles, sizeof quartiles, "%.1f-%.1f (%d)", sample.low_us, sample.high_us,
-                    sample.repetitions);
-      std::printf("%14llu  %17s  %12.1f  %25s  %12.1f  %12.1f  %8.2f\n",
-                  static_cast<unsigned long long>(sample.bytes),
-                  std::string(name(sample.algorithm)).c_str(), sample.measured_us, quartiles,
-                  sample.modelled_latency_us, sample.modelled_transfer_us,
-                  sample.measured_us / sample.modelled_us());
-    }
+}
+
+void print_gamma(const GroupPlan& plan) {
+  if (plan.gamma_us_per_byte.empty()) return;
+  std::printf("\ngamma, reduce (f32 sum) per byte:");
+  for (std::size_t rank = 0; rank < plan.gamma_us_per_byte.size(); ++rank) {
+    std::printf("  rank %zu %.3g us (%.3g GB/s)", rank, plan.gamma_us_per_byte[rank],
+                gigabytes_per_second(plan.gamma_us_per_byte[rank]));
   }
+  std::printf("\n");
+}
+
+void print_calibration(const GroupPlan& plan) {
+  if (plan.calibration.empty()) return;
+  std::printf(
+      "\ncalibration: real all-reduce ops (median of the slowest rank's time, us) beside the "
+      "model's "
+      "latency and transfer terms\n");
+  std::printf("%14s  %17s  %12s  %25s  %12s  %12s  %8s\n", "bytes", "algorithm", "measured",
+              "quartiles (repetitions)", "latency", "transfer", "ratio");
+  for (const CalibrationSample& sample : plan.calibration) {
+    char quartiles[64];
+    std::snprintf(quartiles, sizeof quartiles, "%.1f-%.1f (%d)", sample.low_us, sample.high_us,
+                  sample.repetitions);
+    std::printf("%14llu  %17s  %12.1f  %25s  %12.1f  %12.1f  %8.2f\n",
+                static_cast<unsigned long long>(sample.bytes),
+                std::string(name(sample.algorithm)).c_str(), sample.measured_us, quartiles,
+                sample.modelled_latency_us, sample.modelled_transfer_us,
+                sample.measured_us / sample.modelled_us());
+  }
+}
+
+// The algorithm table with why each entry, its version and changes, and the trials exploring it.
+void print_table(const GroupPlan& plan) {
   std::printf(
       "\nalgorithm table (what auto runs, by bytes per rank), and why: the model's order, unless a "
       "measurement is faster by more than its spread (its upper quartile below the lower quartile "
@@ -122,6 +135,14 @@ void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
     std::printf("  exploring: %s for all-reduce of %llu B and up to twice that, 1 op in %d\n",
                 std::string(name(trial.algorithm)).c_str(), 1ull << trial.size_log2, trial.every);
   }
+}
+
+void print_plan(const GroupPlan& plan, const std::vector<PredictionRow>& rows) {
+  print_header(plan);
+  print_links(plan);
+  print_gamma(plan);
+  print_calibration(plan);
+  print_table(plan);
   std::printf(
       "\npredicted all-reduce time in us (f32): the calibrated measurements, the model beyond "
       "them; * marks what auto runs\n");

@@ -45,6 +45,99 @@ PredictedRange calibrated_range(const GroupPlan& plan, const OpShape& shape, Alg
           calibrated_us(plan.calibration, algorithm, bytes, modelled_us, Quartile::high)};
 }
 
+// Where `algorithm` is among the candidates (it is: they are every algorithm that can run the op).
+std::size_t index_of(const std::vector<Candidate>& candidates, Algorithm algorithm) {
+  std::size_t i = 0;
+  while (candidates[i].algorithm != algorithm) ++i;
+  return i;
+}
+
+// Whether `algorithm` was calibrated at `bytes` or a larger size.
+bool timed_at_or_beyond(const GroupPlan& plan, Algorithm algorithm, std::uint64_t bytes) {
+  for (const CalibrationSample& sample : plan.calibration) {
+    if (sample.algorithm == algorithm && sample.bytes >= bytes) return true;
+  }
+  return false;
+}
+
+// Whether `algorithm` is clear of `model_choice` at the sizes `algorithm` was calibrated at
+// nearest below and above the shape's (where those are not the shape's own size).
+bool clear_around(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm,
+                  Algorithm model_choice) {
+  const std::uint64_t bytes = shape.count * shape.element_size;
+  std::uint64_t below = 0;
+  std::uint64_t above = std::numeric_limits<std::uint64_t>::max();
+  for (const CalibrationSample& sample : plan.calibration) {
+    if (sample.algorithm != algorithm) continue;
+    if (sample.bytes <= bytes) below = std::max(below, sample.bytes);
+    if (sample.bytes >= bytes) above = std::min(above, sample.bytes);
+  }
+  for (const std::uint64_t around : {below, above}) {
+    if (around == bytes || around == 0 || around == std::numeric_limits<std::uint64_t>::max()) {
+      continue;
+    }
+    const OpShape there{shape.collective, shape.world_size, around / shape.element_size,
+                        shape.element_size};
+    if (predicted_range(plan, there, algorithm).high_us >=
+        predicted_range(plan, there, model_choice).low_us) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The model's choice against measurements: the model of the slowest link (cost_model.h: links
+// probed one at a time are not the links of a busy op).
+Algorithm slowest_link_choice(const std::vector<Candidate>& model) {
+  std::vector<PredictedRange> slowest_link;
+  for (const Candidate& candidate : model) {
+    slowest_link.push_back({candidate.modelled_us, candidate.modelled_us, candidate.modelled_us});
+  }
+  return cheapest(priced(model, slowest_link, &PredictedRange::median_us));
+}
+
+// Where the measured medians put `fastest` ahead of the model's choice in `choice`: the fastest
+// algorithm clear of the model's choice replaces it; if none is, `fastest` is named as overruled.
+void weigh_measurements(const GroupPlan& plan, const OpShape& shape,
+                        const std::vector<Candidate>& model,
+                        const std::vector<PredictedRange>& ranges, Algorithm fastest,
+                        AlgorithmChoice& choice) {
+  // Of the algorithms clear of the model's choice, the fastest. Only measured times count as
+  // evidence: beyond the largest size an algorithm was timed at, its prediction is an
+  // extrapolation whose spread nobody measured (on loopback p = 8 the tree's, from 1 MiB, put it
+  // 1.6x too fast at 4 MiB, and beyond).
+  const std::uint64_t bytes = shape.count * shape.element_size;
+  if (!timed_at_or_beyond(plan, choice.model_choice, bytes)) {
+    choice.overruled = fastest;
+    choice.overruled_predicted = ranges[index_of(model, fastest)];
+    choice.beyond_timed_sizes = true;
+    return;
+  }
+  // Between calibrated sizes the ranges are interpolated, over a factor of 16: the algorithm must
+  // be clear of the model's choice at the calibrated sizes on either side too (on the emulated
+  // LAN, p = 4, halving-doubling interpolated clear of the hypercube at 16 KiB from 4 and 64 KiB,
+  // and ran 1.5x slower there).
+  std::vector<Candidate> clear;
+  std::vector<PredictedRange> clear_ranges;
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    if (ranges[i].high_us < choice.model_predicted.low_us &&
+        timed_at_or_beyond(plan, model[i].algorithm, bytes) &&
+        clear_around(plan, shape, model[i].algorithm, choice.model_choice)) {
+      clear.push_back(model[i]);
+      clear_ranges.push_back(ranges[i]);
+    }
+  }
+  if (clear.empty()) {
+    choice.overruled = fastest;
+    choice.overruled_predicted = ranges[index_of(model, fastest)];
+    choice.beyond_timed_sizes = !timed_at_or_beyond(plan, fastest, bytes);
+    return;
+  }
+  choice.algorithm = cheapest(priced(clear, clear_ranges, &PredictedRange::median_us));
+  choice.basis = ChoiceBasis::measured;
+  choice.predicted = ranges[index_of(model, choice.algorithm)];
+}
+
 }  // namespace
 
 PredictedRange predicted_range(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm) {
@@ -64,91 +157,20 @@ AlgorithmChoice choose_algorithm(const GroupPlan& plan, const OpShape& shape) {
   for (const Candidate& candidate : model) {
     ranges.push_back(calibrated_range(plan, shape, candidate.algorithm, candidate.cost.time_us));
   }
-  const auto index_of = [&model](Algorithm algorithm) {
-    std::size_t i = 0;
-    while (model[i].algorithm != algorithm) ++i;
-    return i;
-  };
   AlgorithmChoice choice;
   if (shape.collective != Collective::allreduce || plan.calibration.empty()) {
     // Nothing measured: the model alone, link by link.
     choice.algorithm = choice.model_choice = cheapest(model);
-    choice.predicted = choice.model_predicted = ranges[index_of(choice.algorithm)];
+    choice.predicted = choice.model_predicted = ranges[index_of(model, choice.algorithm)];
     return choice;
   }
-  // Against measurements, the model of the slowest link (cost_model.h: links probed one at a time
-  // are not the links of a busy op).
-  std::vector<PredictedRange> slowest_link;
-  for (const Candidate& candidate : model) {
-    slowest_link.push_back({candidate.modelled_us, candidate.modelled_us, candidate.modelled_us});
-  }
-  choice.model_choice = cheapest(priced(model, slowest_link, &PredictedRange::median_us));
-  const PredictedRange& model_range = ranges[index_of(choice.model_choice)];
-  choice.model_predicted = model_range;
+  choice.model_choice = slowest_link_choice(model);
+  choice.model_predicted = ranges[index_of(model, choice.model_choice)];
   choice.algorithm = choice.model_choice;
-  choice.predicted = model_range;
+  choice.predicted = choice.model_predicted;
   const Algorithm fastest = cheapest(priced(model, ranges, &PredictedRange::median_us));
-  if (fastest == choice.model_choice) return choice;
-  // Of the algorithms clear of the model's choice, the fastest. Only measured times count as
-  // evidence: beyond the largest size an algorithm was timed at, its prediction is an
-  // extrapolation whose spread nobody measured (on loopback p = 8 the tree's, from 1 MiB, put it
-  // 1.6x too fast at 4 MiB, and beyond).
-  const std::uint64_t bytes = shape.count * shape.element_size;
-  const auto timed_at_or_beyond = [&plan, bytes](Algorithm algorithm) {
-    for (const CalibrationSample& sample : plan.calibration) {
-      if (sample.algorithm == algorithm && sample.bytes >= bytes) return true;
-    }
-    return false;
-  };
-  if (!timed_at_or_beyond(choice.model_choice)) {
-    choice.overruled = fastest;
-    choice.overruled_predicted = ranges[index_of(fastest)];
-    choice.beyond_timed_sizes = true;
-    return choice;
-  }
-  // Between calibrated sizes the ranges are interpolated, over a factor of 16: the algorithm must
-  // be clear of the model's choice at the calibrated sizes on either side too (on the emulated
-  // LAN, p = 4, halving-doubling interpolated clear of the hypercube at 16 KiB from 4 and 64 KiB,
-  // and ran 1.5x slower there).
-  const auto clear_around = [&](Algorithm algorithm) {
-    std::uint64_t below = 0;
-    std::uint64_t above = std::numeric_limits<std::uint64_t>::max();
-    for (const CalibrationSample& sample : plan.calibration) {
-      if (sample.algorithm != algorithm) continue;
-      if (sample.bytes <= bytes) below = std::max(below, sample.bytes);
-      if (sample.bytes >= bytes) above = std::min(above, sample.bytes);
-    }
-    for (const std::uint64_t around : {below, above}) {
-      if (around == bytes || around == 0 || around == std::numeric_limits<std::uint64_t>::max()) {
-        continue;
-      }
-      const OpShape there{shape.collective, shape.world_size, around / shape.element_size,
-                          shape.element_size};
-      if (predicted_range(plan, there, algorithm).high_us >=
-          predicted_range(plan, there, choice.model_choice).low_us) {
-        return false;
-      }
-    }
-    return true;
-  };
-  std::vector<Candidate> clear;
-  std::vector<PredictedRange> clear_ranges;
-  for (std::size_t i = 0; i < model.size(); ++i) {
-    if (ranges[i].high_us < model_range.low_us && timed_at_or_beyond(model[i].algorithm) &&
-        clear_around(model[i].algorithm)) {
-      clear.push_back(model[i]);
-      clear_ranges.push_back(ranges[i]);
-    }
-  }
-  if (clear.empty()) {
-    choice.overruled = fastest;
-    choice.overruled_predicted = ranges[index_of(fastest)];
-    choice.beyond_timed_sizes = !timed_at_or_beyond(fastest);
-    return choice;
-  }
-  choice.algorithm = cheapest(priced(clear, clear_ranges, &PredictedRange::median_us));
-  choice.basis = ChoiceBasis::measured;
-  choice.predicted = ranges[index_of(choice.algorithm)];
+  if (fastest != choice.model_choice)
+    weigh_measurements(plan, shape, model, ranges, fastest, choice);
   return choice;
 }
 

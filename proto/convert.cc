@@ -115,77 +115,74 @@ void to_proto(const GroupPlan& plan, proto::GroupPlan& out) {
   for (const int ranks : plan.local_ranks) out.add_local_ranks(ranks);
 }
 
-Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
-  const auto invalid = [](const std::string& what) {
-    return Status(ErrorCode::protocol_error, "bad group plan: " + what);
-  };
-  const auto cost = [](double value) { return std::isfinite(value) && value >= 0; };
-  const int p = message.world_size();
-  if (p < 1 || p > kMaxWorldSize) return invalid("world size " + std::to_string(p));
-  if (!cost(message.alpha_us()) || !cost(message.beta_us_per_byte()) ||
-      !cost(message.gamma_us_per_byte())) {
-    return invalid("alpha, beta or gamma is not a number >= 0");
+namespace {
+
+Status bad_plan(const std::string& what) {
+  return Status(ErrorCode::protocol_error, "bad group plan: " + what);
+}
+
+bool is_cost(double value) { return std::isfinite(value) && value >= 0; }
+
+// The per-link table of a group of `p`: exactly one entry per pair of ranks and direction.
+Status links_from_proto(const proto::GroupPlan& message, int p, NetworkModel& network) {
+  if (message.links_size() != p * (p - 1)) {
+    return bad_plan(std::to_string(message.links_size()) + " links in a group of " +
+                    std::to_string(p) + ", not one per pair of ranks and direction");
   }
-  plan = GroupPlan{};
-  plan.generation = message.generation();
-  plan.world_size = p;
-  plan.measured = message.measured();
-  plan.network = NetworkModel::uniform(message.alpha_us(), message.beta_us_per_byte(),
-                                       message.gamma_us_per_byte());
-  if (message.links_size() > 0) {
-    if (message.links_size() != p * (p - 1)) {
-      return invalid(std::to_string(message.links_size()) + " links in a group of " +
-                     std::to_string(p) + ", not one per pair of ranks and direction");
+  network.world_size = p;
+  network.links.assign(static_cast<std::size_t>(p) * p, LinkCost{});
+  std::vector<bool> seen(network.links.size(), false);
+  for (const proto::LinkMeasurement& link : message.links()) {
+    const int from = link.from_rank();
+    const int to = link.to_rank();
+    if (from < 0 || from >= p || to < 0 || to >= p || from == to ||
+        seen[static_cast<std::size_t>(from) * p + to]) {
+      return bad_plan("a link from rank " + std::to_string(from) + " to rank " +
+                      std::to_string(to) + " in a group of " + std::to_string(p) +
+                      " (out of range, or listed twice)");
     }
-    plan.network.world_size = p;
-    plan.network.links.assign(static_cast<std::size_t>(p) * p, LinkCost{});
-    std::vector<bool> seen(plan.network.links.size(), false);
-    for (const proto::LinkMeasurement& link : message.links()) {
-      const int from = link.from_rank();
-      const int to = link.to_rank();
-      if (from < 0 || from >= p || to < 0 || to >= p || from == to ||
-          seen[static_cast<std::size_t>(from) * p + to]) {
-        return invalid("a link from rank " + std::to_string(from) + " to rank " +
-                       std::to_string(to) + " in a group of " + std::to_string(p) +
-                       " (out of range, or listed twice)");
-      }
-      if (!cost(link.alpha_us()) || !cost(link.beta_us_per_byte())) {
-        return invalid("the link from rank " + std::to_string(from) + " to rank " +
-                       std::to_string(to) + " has a cost that is not >= 0");
-      }
-      const std::size_t index = static_cast<std::size_t>(from) * p + to;
-      plan.network.links[index] = {link.alpha_us(), link.beta_us_per_byte()};
-      seen[index] = true;
+    if (!is_cost(link.alpha_us()) || !is_cost(link.beta_us_per_byte())) {
+      return bad_plan("the link from rank " + std::to_string(from) + " to rank " +
+                      std::to_string(to) + " has a cost that is not >= 0");
     }
-    for (int rank = 0; rank < p; ++rank) seen[static_cast<std::size_t>(rank) * p + rank] = true;
-    if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
-      return invalid("the link table does not cover every pair of ranks");
-    }
+    const std::size_t index = static_cast<std::size_t>(from) * p + to;
+    network.links[index] = {link.alpha_us(), link.beta_us_per_byte()};
+    seen[index] = true;
   }
-  plan.gamma_us_per_byte.assign(message.rank_gamma_us_per_byte().begin(),
-                                message.rank_gamma_us_per_byte().end());
-  plan.probe_ms = message.probe_ms();
-  plan.calibration_ms = message.calibration_ms();
+  for (int rank = 0; rank < p; ++rank) seen[static_cast<std::size_t>(rank) * p + rank] = true;
+  if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
+    return bad_plan("the link table does not cover every pair of ranks");
+  }
+  return {};
+}
+
+Status calibration_from_proto(const proto::GroupPlan& message,
+                              std::vector<CalibrationSample>& calibration) {
   for (const proto::CalibrationSample& entry : message.calibration()) {
     const auto algorithm = from_proto(entry.algorithm());
     if (!algorithm || !supports(Collective::allreduce, *algorithm)) {
-      return invalid("a calibration sample names an algorithm that is not an all-reduce");
+      return bad_plan("a calibration sample names an algorithm that is not an all-reduce");
     }
-    if (entry.bytes() == 0 || !cost(entry.measured_us()) || !cost(entry.modelled_latency_us()) ||
-        !cost(entry.modelled_transfer_us()) || !cost(entry.low_us()) || !cost(entry.high_us()) ||
-        entry.repetitions() < 0) {
-      return invalid("a calibration sample of 0 bytes or with a time or count that is not >= 0");
+    if (entry.bytes() == 0 || !is_cost(entry.measured_us()) ||
+        !is_cost(entry.modelled_latency_us()) || !is_cost(entry.modelled_transfer_us()) ||
+        !is_cost(entry.low_us()) || !is_cost(entry.high_us()) || entry.repetitions() < 0) {
+      return bad_plan("a calibration sample of 0 bytes or with a time or count that is not >= 0");
     }
-    plan.calibration.push_back({*algorithm, entry.bytes(), entry.measured_us(),
-                                entry.modelled_latency_us(), entry.modelled_transfer_us(),
-                                entry.low_us(), entry.high_us(), entry.repetitions()});
+    calibration.push_back({*algorithm, entry.bytes(), entry.measured_us(),
+                           entry.modelled_latency_us(), entry.modelled_transfer_us(),
+                           entry.low_us(), entry.high_us(), entry.repetitions()});
   }
+  return {};
+}
+
+// The algorithm table, its version, the trials that explore it and its history.
+Status table_from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
   std::vector<Threshold> thresholds;
   for (const proto::AlgorithmThreshold& entry : message.algorithm_table()) {
     const auto collective = from_proto(entry.collective());
     const auto algorithm = from_proto(entry.algorithm());
     if (!collective || !algorithm || !supports(*collective, *algorithm)) {
-      return invalid("an algorithm table entry names an unknown collective or algorithm");
+      return bad_plan("an algorithm table entry names an unknown collective or algorithm");
     }
     thresholds.push_back({*collective, entry.min_bytes(), *algorithm});
   }
@@ -195,7 +192,7 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
     const auto algorithm = from_proto(entry.algorithm());
     if (!algorithm || !supports(Collective::allreduce, *algorithm) || entry.size_log2() > 62 ||
         entry.every() < 2 || entry.every() > kMaxTrialEvery) {
-      return invalid(
+      return bad_plan(
           "a table trial names an algorithm that is not an all-reduce, a size past "
           "2^62 bytes or a rate not of 1 in 2 to " +
           std::to_string(kMaxTrialEvery));
@@ -204,23 +201,55 @@ Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
         {static_cast<int>(entry.size_log2()), *algorithm, static_cast<int>(entry.every())});
   }
   if (message.history_size() > kMaxTableHistory) {
-    return invalid(std::to_string(message.history_size()) + " table changes, more than " +
-                   std::to_string(kMaxTableHistory));
+    return bad_plan(std::to_string(message.history_size()) + " table changes, more than " +
+                    std::to_string(kMaxTableHistory));
   }
   for (const proto::TableChange& entry : message.history()) {
     plan.history.push_back({entry.version(), entry.from_op(), entry.why()});
   }
-  if (message.local_ranks_size() > 0) {
-    plan.local_ranks.assign(message.local_ranks().begin(), message.local_ranks().end());
-    if (message.local_ranks_size() != p) {
-      return invalid(std::to_string(message.local_ranks_size()) +
-                     " hosts' local ranks in a group of " + std::to_string(p) + " hosts");
-    }
-    if (Status layout = check_layout(plan.local_ranks); !layout.ok()) {
-      return invalid(layout.message());
-    }
-  }
   return {};
+}
+
+// How many local ranks each of the `p` hosts has, if the message says.
+Status local_ranks_from_proto(const proto::GroupPlan& message, int p,
+                              std::vector<int>& local_ranks) {
+  if (message.local_ranks_size() == 0) return {};
+  local_ranks.assign(message.local_ranks().begin(), message.local_ranks().end());
+  if (message.local_ranks_size() != p) {
+    return bad_plan(std::to_string(message.local_ranks_size()) +
+                    " hosts' local ranks in a group of " + std::to_string(p) + " hosts");
+  }
+  if (Status layout = check_layout(local_ranks); !layout.ok()) return bad_plan(layout.message());
+  return {};
+}
+
+}  // namespace
+
+Status from_proto(const proto::GroupPlan& message, GroupPlan& plan) {
+  const int p = message.world_size();
+  if (p < 1 || p > kMaxWorldSize) return bad_plan("world size " + std::to_string(p));
+  if (!is_cost(message.alpha_us()) || !is_cost(message.beta_us_per_byte()) ||
+      !is_cost(message.gamma_us_per_byte())) {
+    return bad_plan("alpha, beta or gamma is not a number >= 0");
+  }
+  plan = GroupPlan{};
+  plan.generation = message.generation();
+  plan.world_size = p;
+  plan.measured = message.measured();
+  plan.network = NetworkModel::uniform(message.alpha_us(), message.beta_us_per_byte(),
+                                       message.gamma_us_per_byte());
+  if (message.links_size() > 0) {
+    if (Status links = links_from_proto(message, p, plan.network); !links.ok()) return links;
+  }
+  plan.gamma_us_per_byte.assign(message.rank_gamma_us_per_byte().begin(),
+                                message.rank_gamma_us_per_byte().end());
+  plan.probe_ms = message.probe_ms();
+  plan.calibration_ms = message.calibration_ms();
+  if (Status calibration = calibration_from_proto(message, plan.calibration); !calibration.ok()) {
+    return calibration;
+  }
+  if (Status table = table_from_proto(message, plan); !table.ok()) return table;
+  return local_ranks_from_proto(message, plan.world_size, plan.local_ranks);
 }
 
 }  // namespace gradsync
