@@ -1,9 +1,9 @@
-// The coordinator's making of a formed generation's plan (DESIGN.md §5), as a pure state machine
-// beside Membership, which admits the members: the ranks' probe reports, then their calibration
-// reports, in; the plan out to every member; then, while the generation runs, its table refined
-// from the ranks' op times, one version at a time, switched at the op every rank is ready for.
-// A generation with the members of the last measured one, at the same data addresses, keeps its
-// plan instead of measuring again.
+// The coordinator's making of a formed generation's plan, as a pure state machine beside
+// Membership, which admits the members: the ranks' probe reports, then their calibration reports,
+// in; the plan out to every member; then, while the generation runs, its table refined from the
+// ranks' op times, one version at a time, switched at the op every rank is ready for. A generation
+// with the members of the last measured one, at the same data addresses, keeps its plan instead of
+// measuring again.
 #pragma once
 
 #include <chrono>

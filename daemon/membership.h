@@ -1,4 +1,4 @@
-// The coordinator's membership logic (DESIGN.md §1, §6) as a pure state machine: events in
+// The coordinator's membership logic (DESIGN.md §1, §5, §6) as a pure state machine: events in
 // (a connection opened, a message, a connection lost, the clock), actions out (send a message,
 // close a connection). It admits workers, assigns ranks, keeps spares and aborts the generation
 // when a member is lost or silent; restarted, it takes back the generation its workers still run.
