@@ -15,16 +15,18 @@
 // and the other clients carry on. When the group moves to a new generation, a client's ops fail
 // with GROUP_CHANGED until it has sent a hello again (Client::group()) and so taken note of its new
 // rank and world size: no op of a stream is paired across generations.
+//
+// This file reads the clients' messages and hands each to its part: who may connect
+// (client_acceptor.h), one connection and its regions (client_session.h), which ops run together
+// (stream_pairing.h) and the spinning on op queues (op_queue_spinner.h).
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "collective/status.h"
+#include "daemon/stream_pairing.h"
 #include "gradsync.pb.h"
-#include "net/shared_memory.h"
 #include "net/socket.h"
 #include "net/unique_fd.h"
 
@@ -34,30 +36,14 @@ class io_context;
 
 namespace gradsync::daemon {
 
-class ClientSession;
-
-struct PendingOp {
-  std::shared_ptr<ClientSession> session;
-  proto::SubmitOp op;
-  std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
-  std::uint64_t stream_sequence = 0;          // 1 for the submitting client's first op, and so on
-  int local_rank = 0;
-  bool queued = false;  // it came through the client's op queue: answered there (and a failure's
-                        // reason on the socket)
-};
-
-// The ops at one place of every local rank's stream, which the worker runs as one op.
-struct LocalOps {
-  std::vector<PendingOp> ops;  // by local rank; those of `missing` left out
-  Status missing;              // why some local rank's op will not come; the op then fails
-};
-
 // Runs the ops to completion and returns their clients' replies, in the order of `ops.ops`;
 // called with no other op running.
-using OpRunner = std::function<std::vector<proto::DaemonToClient>(const LocalOps&)>;
+using RunLocalOps = std::function<std::vector<proto::DaemonToClient>(const LocalOps&)>;
 // The worker's part of a status reply; the server adds what it knows of its clients.
 using StatusSource = std::function<proto::DaemonStatus()>;
 
+// Everything it holds lives on `io`'s thread (the worker's op thread): it is made, used and
+// destroyed there, and its parts are reachable only through it.
 class ClientServer {
  public:
   // Starts accepting on `io`. Clients of the daemon's own user and root are served, and those
@@ -65,19 +51,20 @@ class ClientServer {
   // its local_ranks says how many the daemon serves, its spin_us how long the server spins on
   // the clients' op queues after serving one before it sleeps.
   ClientServer(asio::io_context& io, net::UniqueFd listener, net::ClientAccess access,
-               proto::DaemonHello hello, proto::GroupPlan plan, OpRunner run, StatusSource status);
+               proto::DaemonHello hello, proto::GroupPlan plan, RunLocalOps run, StatusSource status);
+  // After the event loop has stopped.
   ~ClientServer();
 
-  // The generation ended: a hello is answered once the next one has formed. On the op thread.
+  // The generation ended: a hello is answered once the next one has formed.
   void generation_ended();
-  // The group's next generation, with this rank's new hello and plan. On the op thread.
+  // The group's next generation, with this rank's new hello and plan.
   void new_generation(proto::DaemonHello hello, proto::GroupPlan plan);
-  // The generation's plan has a new table version. On the op thread.
+  // The generation's plan has a new table version.
   void new_plan(proto::GroupPlan plan);
 
  private:
-  struct State;
-  std::shared_ptr<State> state_;
+  class Loop;  // the part that handlers on the event loop keep alive
+  std::shared_ptr<Loop> loop_;
 };
 
 }  // namespace gradsync::daemon

@@ -6,8 +6,6 @@
 #include <string>
 
 #include "daemon/join_proofs.h"
-#include "daemon/plan_builder.h"
-#include "daemon/table_gate.h"
 #include "net/socket.h"
 #include "proto/convert.h"
 
@@ -24,26 +22,33 @@ Status protocol_error(const std::string& message) {
 
 Status invalid(const std::string& message) { return Status(ErrorCode::invalid_argument, message); }
 
-// Records a report of rank `rank` into `slots`; `all` receives every rank's once the last is in.
-template <typename Report>
-void collect(int rank, const Report& report, std::vector<std::optional<Report>>& slots,
-             std::optional<std::vector<Report>>& all) {
-  slots[rank] = report;
-  std::vector<Report> reports;
-  for (const auto& slot : slots) {
-    if (!slot) return;
-    reports.push_back(*slot);
-  }
-  all = std::move(reports);
-}
-
 // The host of "HOST:PORT".
 std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
 }  // namespace
 
+Membership::Membership(MembershipConfig config)
+    : config_(std::move(config)),
+      planning_(PlanningConfig{config_.network, config_.calibration_budget, config_.explore_every,
+                               config_.start_allreduce}) {}
+
+Membership::Stage Membership::stage() const {
+  if (phase_ == Phase::forming) return Stage::forming;
+  if (phase_ == Phase::adopting) return Stage::adopting;
+  switch (planning_.step()) {
+    case GroupPlanning::Step::probing:
+      return Stage::probing;
+    case GroupPlanning::Step::calibrating:
+      return Stage::calibrating;
+    case GroupPlanning::Step::idle:
+    case GroupPlanning::Step::published:
+      break;
+  }
+  return Stage::published;
+}
+
 int Membership::members() const {
-  if (stage_ == Stage::forming) return static_cast<int>(joined_.size());
+  if (phase_ == Phase::forming) return static_cast<int>(joined_.size());
   return static_cast<int>(std::count_if(by_rank_.begin(), by_rank_.end(),
                                         [](ConnectionId id) { return id != kNoConnection; }));
 }
@@ -83,12 +88,12 @@ void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& mes
       return;
     }
     connection.deadline = now + config_.heartbeat_timeout;
-    if (stage_ == Stage::forming && generation_ > 1 && !shrink_at_) {
+    if (phase_ == Phase::forming && generation_ > 1 && !shrink_at_) {
       shrink_at_ = now + config_.heartbeat_timeout;
     }
     if (may_form(now)) {
       form_group();
-    } else if (stage_ == Stage::adopting && members() == size()) {
+    } else if (phase_ == Phase::adopting && members() == size()) {
       adopt();
     }
     return;
@@ -107,14 +112,14 @@ int Membership::smallest() const {
 
 bool Membership::may_form(TimePoint now) const {
   const int joined = static_cast<int>(joined_.size());
-  return stage_ == Stage::forming &&
+  return phase_ == Phase::forming &&
          (joined >= config_.world_size ||
           (joined >= smallest() && shrink_at_.has_value() && now >= *shrink_at_));
 }
 
 void Membership::tick(TimePoint now) {
   if (may_form(now)) form_group();
-  if (stage_ == Stage::adopting && adoption_deadline_ <= now) {
+  if (phase_ == Phase::adopting && adoption_deadline_ <= now) {
     std::vector<int> missing;
     for (int rank = 0; rank < size(); ++rank) {
       if (by_rank_[rank] == kNoConnection) missing.push_back(rank);
@@ -141,11 +146,11 @@ std::optional<TimePoint> Membership::next_deadline() const {
   for (const auto& [id, connection] : connections_) {
     if (!earliest || connection.deadline < *earliest) earliest = connection.deadline;
   }
-  if (stage_ == Stage::adopting && (!earliest || adoption_deadline_ < *earliest)) {
+  if (phase_ == Phase::adopting && (!earliest || adoption_deadline_ < *earliest)) {
     earliest = adoption_deadline_;
   }
   const bool may_shrink =
-      stage_ == Stage::forming && shrink_at_ && static_cast<int>(joined_.size()) >= smallest();
+      phase_ == Phase::forming && shrink_at_ && static_cast<int>(joined_.size()) >= smallest();
   if (may_shrink && (!earliest || *shrink_at_ < *earliest)) earliest = shrink_at_;
   return earliest;
 }
@@ -175,8 +180,7 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   // While a running generation is adopted, a newcomer waits: it is in the next generation if
   // that one does not come back whole. One that joins a generation smaller than the group makes
   // it grow.
-  const bool formed =
-      stage_ == Stage::probing || stage_ == Stage::calibrating || stage_ == Stage::published;
+  const bool formed = phase_ == Phase::formed;
   const bool grows = formed && size() < config_.world_size;
   if (formed && !grows && static_cast<int>(joined_.size()) >= config_.world_size) {
     return invalid("the group of " + std::to_string(config_.world_size) + " is complete and has " +
@@ -209,11 +213,11 @@ Status Membership::admit_running(ConnectionId id, Connection& connection,
   const proto::Assignment& running = join.running();
   const std::string generation = "generation " + std::to_string(running.generation());
   // Only a coordinator that has run no group of its own yet can have been restarted under one.
-  const bool first_back = stage_ == Stage::forming && generation_ == 1;
-  if (!first_back && !(stage_ == Stage::adopting && running.generation() == generation_)) {
+  const bool first_back = phase_ == Phase::forming && generation_ == 1;
+  if (!first_back && !(phase_ == Phase::adopting && running.generation() == generation_)) {
     return Status(ErrorCode::aborted, generation + " does not run here: this coordinator " +
-                                          (stage_ == Stage::forming    ? "forms"
-                                           : stage_ == Stage::adopting ? "takes back"
+                                          (phase_ == Phase::forming    ? "forms"
+                                           : phase_ == Phase::adopting ? "takes back"
                                                                        : "runs") +
                                           " generation " + std::to_string(generation_) +
                                           "; join it as a new member");
@@ -241,7 +245,7 @@ Status Membership::admit_running(ConnectionId id, Connection& connection,
     }
   }
   if (first_back) {
-    stage_ = Stage::adopting;
+    phase_ = Phase::adopting;
     generation_ = running.generation();
     adopted_peers_ = running.peers();
     by_rank_.assign(world_size, kNoConnection);
@@ -261,11 +265,9 @@ Status Membership::admit_running(ConnectionId id, Connection& connection,
 
 void Membership::adopt() {
   spdlog::info("coordinator: every rank of generation {} is back; it runs on", generation_);
-  plan_ = GroupPlan{};
-  plan_.generation = generation_;
-  plan_.world_size = size();
+  planning_.adopted(generation_, size());
   send_assignments(adopted_peers_, false);
-  stage_ = Stage::published;
+  phase_ = Phase::formed;
   // A newcomer that waited makes a group smaller than its size grow, or waits as a spare.
   if (joined_.empty()) return;
   if (size() < config_.world_size) {
@@ -306,61 +308,24 @@ Status Membership::take(const Connection& connection, const proto::WorkerToCoord
   if (message.has_leave()) {
     return Status(ErrorCode::aborted, "it left: " + message.leave().reason().message());
   }
-  if (message.has_probe_report()) return take_probe_report(connection, message.probe_report());
-  if (message.has_calibration_report()) {
-    return take_calibration_report(connection, message.calibration_report());
+  Status status;
+  if (message.has_probe_report()) {
+    status = planning_.take_probe_report(connection.rank, message.probe_report());
+  } else if (message.has_calibration_report()) {
+    status = planning_.take_calibration_report(connection.rank, message.calibration_report());
+  } else if (message.has_op_times()) {
+    status = planning_.take_op_times(connection.rank, message.op_times(), now);
+  } else if (message.has_table_ready()) {
+    status = planning_.take_table_ready(connection.rank, message.table_ready(), now);
+  } else {
+    return protocol_error(message.has_join() ? "a second join request"
+                                             : "a message other than a heartbeat");
   }
-  if (message.has_op_times()) return take_op_times(connection, message.op_times(), now);
-  if (message.has_table_ready()) return take_table_ready(connection, message.table_ready(), now);
-  return protocol_error(message.has_join() ? "a second join request"
-                                           : "a message other than a heartbeat");
+  send_planning_messages();
+  return status;
 }
 
-Status Membership::take_probe_report(const Connection& member, const proto::ProbeReport& report) {
-  if (stage_ != Stage::probing || probe_reports_[member.rank].has_value()) {
-    return protocol_error("a probe report the coordinator did not ask for");
-  }
-  if (Status check = check_probe_report(report, generation_, member.rank, size()); !check.ok()) {
-    return check;
-  }
-  std::optional<std::vector<proto::ProbeReport>> reports;
-  collect(member.rank, report, probe_reports_, reports);
-  if (!reports) return {};
-  plan_ = plan_from_reports(generation_, *reports);
-  calibration_request_ = calibration_request(plan_, config_.calibration_budget);
-  if (calibration_request_.sizes().empty()) {
-    publish();
-    return {};
-  }
-  stage_ = Stage::calibrating;
-  spdlog::info("coordinator: links probed in {:.0f} ms; calibrating all-reduce at {} sizes",
-               plan_.probe_ms, calibration_request_.sizes_size());
-  proto::CoordinatorToWorker message;
-  *message.mutable_calibration_request() = calibration_request_;
-  send_to_members(message);
-  return {};
-}
-
-Status Membership::take_calibration_report(const Connection& member,
-                                           const proto::CalibrationReport& report) {
-  if (stage_ != Stage::calibrating || calibration_reports_[member.rank].has_value()) {
-    return protocol_error("a calibration report the coordinator did not ask for");
-  }
-  if (Status check = check_calibration_report(report, calibration_request_, member.rank);
-      !check.ok()) {
-    return check;
-  }
-  std::optional<std::vector<proto::CalibrationReport>> reports;
-  collect(member.rank, report, calibration_reports_, reports);
-  if (!reports) return {};
-  add_calibration(plan_, *reports);
-  publish();
-  return {};
-}
-
-// Requested ranks (below the generation's size) first; the other members of the generation before
-// next, in the order of their ranks there; then the new ones, in order of arrival.
-void Membership::form_group() {
+void Membership::assign_ranks() {
   // The members of the generation before first, then the others in order of arrival; those past
   // the group's size stay spares.
   std::stable_sort(joined_.begin(), joined_.end(), [&](ConnectionId a, ConnectionId b) {
@@ -373,7 +338,6 @@ void Membership::form_group() {
     joined_.resize(config_.world_size);
   }
   const int ranks = static_cast<int>(joined_.size());
-  shrink_at_.reset();
   std::vector<bool> taken(ranks, false);
   by_rank_.assign(ranks, kNoConnection);
   for (const ConnectionId id : joined_) {
@@ -400,37 +364,31 @@ void Membership::form_group() {
     by_rank_[next] = id;
   }
   joined_ = std::move(spares);
+}
+
+void Membership::form_group() {
+  assign_ranks();
+  shrink_at_.reset();
   for (const ConnectionId spare : joined_) keep_as_spare(spare);
-  spdlog::info("coordinator: group formed, generation {}, {} of {} ranks; {}", generation_, ranks,
+  spdlog::info("coordinator: group formed, generation {}, {} of {} ranks; {}", generation_, size(),
                config_.world_size,
                config_.network ? "the algorithm table comes from the given model"
                                : "the workers are probing their links");
   google::protobuf::RepeatedPtrField<proto::Peer> peers;
-  for (int rank = 0; rank < ranks; ++rank) {
+  std::vector<PlannedMember> members;
+  for (int rank = 0; rank < size(); ++rank) {
+    const proto::JoinRequest& join = *connections_.at(by_rank_[rank]).join;
     proto::Peer& peer = *peers.Add();
     peer.set_rank(rank);
-    peer.set_data_address(connections_.at(by_rank_[rank]).join->data_address());
-    peer.set_local_ranks(local_ranks_of(*connections_.at(by_rank_[rank]).join));
+    peer.set_data_address(join.data_address());
+    peer.set_local_ranks(local_ranks_of(join));
+    members.push_back(PlannedMember{join.data_address(), local_ranks_of(join)});
   }
-  std::vector<std::string> addresses;
-  for (const proto::Peer& peer : peers) addresses.push_back(peer.data_address());
-  const bool same_members = !config_.network && addresses == measured_addresses_;
-  send_assignments(peers, !config_.network && !same_members);
-  probe_reports_.resize(ranks);
-  calibration_reports_.resize(ranks);
-  stage_ = Stage::probing;
-  if (config_.network) {
-    plan_ = plan_from_model(generation_, ranks, *config_.network);
-    publish();
-  } else if (same_members) {
-    spdlog::info(
-        "coordinator: generation {} has the members of generation {} at the same ranks: "
-        "it keeps their plan, nothing is measured again",
-        generation_, measured_plan_.generation);
-    plan_ = measured_plan_;
-    plan_.generation = generation_;
-    publish();
-  }
+  phase_ = Phase::formed;
+  // The plan may be published at once: the assignments go first.
+  const bool probe_links = planning_.formed(generation_, members);
+  send_assignments(peers, probe_links);
+  send_planning_messages();
 }
 
 void Membership::send_assignments(const google::protobuf::RepeatedPtrField<proto::Peer>& peers,
@@ -452,91 +410,10 @@ void Membership::send_assignments(const google::protobuf::RepeatedPtrField<proto
   }
 }
 
-void Membership::publish() {
-  stage_ = Stage::published;
-  if (config_.start_allreduce && plan_.history.empty()) {
-    const StartAllreduce& start = *config_.start_allreduce;
-    plan_.table = plan_.table.with(Collective::allreduce, start.from_bytes, ~0ull, start.algorithm);
-    plan_.history.push_back({plan_.table_version, 0,
-                             "--start-allreduce: " + std::string(name(start.algorithm)) + " from " +
-                                 std::to_string(start.from_bytes) + " B"});
+void Membership::send_planning_messages() {
+  for (const proto::CoordinatorToWorker& message : planning_.take_messages()) {
+    send_to_members(message);
   }
-  plan_.local_ranks.clear();
-  for (const ConnectionId member : by_rank_) {
-    plan_.local_ranks.push_back(local_ranks_of(*connections_.at(member).join));
-  }
-  refiner_.emplace(plan_, config_.explore_every);
-  proposed_.reset();
-  if (plan_.measured) {
-    measured_plan_ = plan_;
-    measured_addresses_.clear();
-    for (const ConnectionId member : by_rank_) {
-      measured_addresses_.push_back(connections_.at(member).join->data_address());
-    }
-  }
-  spdlog::info("coordinator: generation {} plan ({}):\n{}", plan_.generation,
-               plan_.measured
-                   ? "probing took " + std::to_string(plan_.probe_ms) + " ms, calibration " +
-                         std::to_string(plan_.calibration_ms) + " ms"
-                   : std::string("from the given model"),
-               describe(plan_));
-  proto::CoordinatorToWorker message;
-  to_proto(plan_, *message.mutable_plan());
-  send_to_members(message);
-}
-
-Status Membership::take_op_times(const Connection& member, const proto::OpTimesReport& report,
-                                 TimePoint now) {
-  // An adopted generation runs a table this coordinator does not know: it is not refined.
-  if (stage_ != Stage::published || !refiner_) return {};
-  if (Status status = refiner_->take(member.rank, report); !status.ok()) return status;
-  propose_table(now);
-  return {};
-}
-
-void Membership::propose_table(TimePoint now) {
-  // Few versions: a coordinator lost while one is unsettled ends the generation (table_gate.h).
-  if (proposed_ || now - last_proposed_ < kTableVersionInterval) return;
-  proposed_ = refiner_->next();
-  if (!proposed_) return;
-  last_proposed_ = now;
-  ready_.assign(by_rank_.size(), std::nullopt);
-  proto::CoordinatorToWorker message;
-  message.mutable_table_proposal()->set_generation(generation_);
-  message.mutable_table_proposal()->set_version(proposed_->table_version);
-  send_to_members(message);
-}
-
-Status Membership::take_table_ready(const Connection& member, const proto::TableReady& ready,
-                                    TimePoint now) {
-  if (stage_ != Stage::published || !proposed_ || ready.generation() != generation_ ||
-      ready.version() != proposed_->table_version || ready_[member.rank]) {
-    return protocol_error("an answer to a table version the coordinator did not propose");
-  }
-  ready_[member.rank] = ready.next_op();
-  std::uint64_t from_op = 0;
-  for (const auto& next_op : ready_) {
-    if (!next_op) return {};
-    from_op = std::max(from_op, *next_op);
-  }
-  // Past every rank's promise: none has started an op there, or will before it hears this; and
-  // past the last version's, which a rank may not have reached yet.
-  from_op = std::max(from_op + kTableLead, last_from_op_ + 1);
-  last_from_op_ = from_op;
-  GroupPlan plan = std::move(*proposed_);
-  proposed_.reset();
-  plan.history.back().from_op = from_op;
-  spdlog::info("coordinator: generation {} runs table version {} from op {}: {}", generation_,
-               plan.table_version, from_op, plan.history.back().why);
-  proto::CoordinatorToWorker message;
-  message.mutable_table_switch()->set_from_op(from_op);
-  to_proto(plan, *message.mutable_table_switch()->mutable_plan());
-  send_to_members(message);
-  refiner_->switched(plan);
-  if (plan_.measured) measured_plan_ = plan;
-  plan_ = std::move(plan);
-  propose_table(now);
-  return {};
 }
 
 void Membership::send_to_members(const proto::CoordinatorToWorker& message) {
@@ -556,7 +433,7 @@ void Membership::close(ConnectionId id, const std::string& reason) {
 
 void Membership::lose(ConnectionId id, const std::string& reason) {
   const Connection lost = connections_.at(id);
-  if (stage_ == Stage::forming || lost.rank < 0) {
+  if (phase_ == Phase::forming || lost.rank < 0) {
     std::erase(joined_, id);
     if (lost.join) {
       spdlog::warn("coordinator: {} left before the group formed: {}", lost.from, reason);
@@ -600,13 +477,8 @@ void Membership::end_generation(const Status& why, const std::vector<int>& lost_
   spdlog::info("coordinator: generation {} ended; generation {} forms from the workers that join",
                generation_, generation_ + 1);
   by_rank_.clear();
-  probe_reports_.clear();
-  calibration_reports_.clear();
-  refiner_.reset();
-  proposed_.reset();
-  last_from_op_ = 0;
-  plan_ = GroupPlan{};
-  stage_ = Stage::forming;
+  planning_.ended();
+  phase_ = Phase::forming;
   ++generation_;
 }
 

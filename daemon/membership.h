@@ -1,9 +1,10 @@
 // The coordinator's membership logic (DESIGN.md §1, §5, §6) as a pure state machine: events in
 // (a connection opened, a message, a connection lost, the clock), actions out (send a message,
-// close a connection). It admits workers, assigns ranks, collects probe and calibration reports,
-// publishes the plan and aborts the generation when a member is lost or silent; restarted, it
-// takes back the generation its workers still run. No sockets, no
-// threads and no clock of its own: the caller passes the time, so tests drive it with a fake one.
+// close a connection). It admits workers, assigns ranks, keeps spares and aborts the generation
+// when a member is lost or silent; restarted, it takes back the generation its workers still run.
+// What the formed generation measures and publishes is GroupPlanning's (group_planning.h). No
+// sockets, no threads and no clock of its own: the caller passes the time, so tests drive it with
+// a fake one.
 #pragma once
 
 #include <chrono>
@@ -17,7 +18,7 @@
 #include "collective/group_plan.h"
 #include "collective/status.h"
 #include "config/knobs.h"
-#include "daemon/table_refiner.h"
+#include "daemon/group_planning.h"
 #include "gradsync.pb.h"
 #include "net/group_secret.h"
 
@@ -25,13 +26,6 @@ namespace gradsync::daemon {
 
 using ConnectionId = std::uint64_t;
 inline constexpr ConnectionId kNoConnection = 0;  // the caller numbers connections from 1
-using TimePoint = std::chrono::steady_clock::time_point;
-
-// A first table forced to run `algorithm` for all-reduce from `from_bytes` on (--start-allreduce).
-struct StartAllreduce {
-  Algorithm algorithm = Algorithm::ring;
-  std::uint64_t from_bytes = 0;
-};
 
 struct MembershipConfig {
   int world_size = 1;  // the group's size; the first generation has every rank
@@ -81,7 +75,7 @@ class Membership {
   // that is not back within a heartbeat timeout is lost, and the next generation forms.
   enum class Stage { forming, adopting, probing, calibrating, published };
 
-  explicit Membership(MembershipConfig config) : config_(std::move(config)) {}
+  explicit Membership(MembershipConfig config);
 
   void connected(ConnectionId connection, const std::string& from, TimePoint now);
   void received(ConnectionId connection, const proto::WorkerToCoordinator& message, TimePoint now);
@@ -96,13 +90,13 @@ class Membership {
   // The actions since the last call, in order.
   std::vector<Action> take_actions();
 
-  Stage stage() const { return stage_; }
+  Stage stage() const;
   // Ranks in the generation formed or adopted (0 before the first).
   int size() const { return static_cast<int>(by_rank_.size()); }
   std::uint64_t generation() const { return generation_; }
   // Workers that have joined (before the group forms) or hold a rank (after).
   int members() const;
-  const GroupPlan& plan() const { return plan_; }
+  const GroupPlan& plan() const { return planning_.plan(); }
 
  private:
   struct Connection {
@@ -128,20 +122,19 @@ class Membership {
   int smallest() const;
   bool may_form(TimePoint now) const;
   void refuse(ConnectionId id, const Status& why);
+  // A member's message after its join; an error loses the member.
   Status take(const Connection& connection, const proto::WorkerToCoordinator& message,
               TimePoint now);
-  Status take_probe_report(const Connection& member, const proto::ProbeReport& report);
-  Status take_calibration_report(const Connection& member, const proto::CalibrationReport& report);
-  Status take_op_times(const Connection& member, const proto::OpTimesReport& report, TimePoint now);
-  Status take_table_ready(const Connection& member, const proto::TableReady& ready, TimePoint now);
-  // Proposes the refiner's next table version, unless one is being settled or the last was
-  // proposed less than kTableVersionInterval ago.
-  void propose_table(TimePoint now);
   void form_group();
+  // Ranks the joined workers (joined_): the rank each requested, then the members of the
+  // generation before, in the order of their ranks there, then the others in order of arrival;
+  // those past the group's size stay in joined_ as spares.
+  void assign_ranks();
   // Sends every member its assignment: the peer table `peers`, which ranks are in by_rank_.
   void send_assignments(const google::protobuf::RepeatedPtrField<proto::Peer>& peers,
                         bool probe_links);
-  void publish();
+  // Sends every member what the plan's making has for them.
+  void send_planning_messages();
   void send_to_members(const proto::CoordinatorToWorker& message);
   void send(ConnectionId id, const proto::CoordinatorToWorker& message);
   void close(ConnectionId id, const std::string& reason);
@@ -161,7 +154,9 @@ class Membership {
   // In order of arrival: until the group forms, and then the spares.
   std::vector<ConnectionId> joined_;
   std::vector<ConnectionId> by_rank_;  // once formed; kNoConnection for a rank not back yet
-  Stage stage_ = Stage::forming;
+  // Formed: from Stage::probing on, as far as planning_ has made the generation's plan.
+  enum class Phase { forming, adopting, formed };
+  Phase phase_ = Phase::forming;
   std::uint64_t generation_ = 1;  // the one forming, adopting or formed
   // Adopting: the running generation's peer table, and when its missing ranks are lost.
   google::protobuf::RepeatedPtrField<proto::Peer> adopted_peers_;
@@ -169,22 +164,8 @@ class Membership {
   // Forming a generation after the first: when it may form with fewer than world_size members
   // (a heartbeat timeout after the first joined).
   std::optional<TimePoint> shrink_at_;
-  std::vector<std::optional<proto::ProbeReport>> probe_reports_;  // by rank
-  std::vector<std::optional<proto::CalibrationReport>> calibration_reports_;
   std::uint64_t strangers_refused_ = 0;  // for the log: one line per thousand
-  proto::CalibrationRequest calibration_request_;
-  GroupPlan plan_;
-  // Published: the table's refinement, the version proposed and each rank's first op not started
-  // (TableReady), until every rank has answered.
-  std::optional<TableRefiner> refiner_;
-  std::optional<GroupPlan> proposed_;
-  std::vector<std::optional<std::uint64_t>> ready_;
-  std::uint64_t last_from_op_ = 0;  // where the last version switched, in this generation
-  TimePoint last_proposed_;         // when the last version was proposed
-  // The last measured plan published, and its members' data addresses by rank: a generation
-  // with the same members at the same ranks keeps it instead of measuring again.
-  GroupPlan measured_plan_;
-  std::vector<std::string> measured_addresses_;
+  GroupPlanning planning_;               // of the generation formed (Stage::probing on)
   std::vector<Action> actions_;
 };
 

@@ -347,5 +347,26 @@ TEST_F(MembershipTest, TheSameMembersAtTheSameRanksKeepTheirPlanAndMeasureNothin
   EXPECT_EQ(membership_->stage(), Membership::Stage::probing);
 }
 
+TEST_F(MembershipTest, ASpareThatSendsAMembersReportIsDroppedAndTheGroupGoesOn) {
+  start(2, /*probe=*/true);
+  join(1);
+  join(2);
+  join(3);  // a spare: it holds no rank, and reports nothing
+  new_actions();
+  report_probe(*membership_, 3, 0, now_);
+  std::vector<Action> actions = new_actions();
+  EXPECT_EQ(closed(actions), (std::vector<ConnectionId>{3}));
+  for (const Action& action : actions) {
+    if (action.kind == Action::Kind::close) {
+      EXPECT_EQ(action.reason, "a probe report the coordinator did not ask for");
+    }
+  }
+  EXPECT_EQ(membership_->stage(), Membership::Stage::probing);
+  report_probe(*membership_, 1, 0, now_);
+  report_probe(*membership_, 2, 1, now_);
+  EXPECT_EQ(membership_->stage(), Membership::Stage::published);
+  EXPECT_EQ(membership_->generation(), 1u);
+}
+
 }  // namespace
 }  // namespace gradsync::daemon

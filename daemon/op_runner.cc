@@ -1,0 +1,156 @@
+#include "daemon/op_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include "collective/algorithms.h"
+#include "daemon/host_op.h"
+#include "daemon/op_request.h"
+#include "net/deadline.h"
+#include "proto/convert.h"
+
+namespace gradsync::daemon {
+
+namespace {
+
+std::vector<proto::DaemonToClient> replies(const LocalOps& local_ops, const Status& status,
+                                           Algorithm algorithm, net::Clock::time_point start) {
+  const double elapsed_us =
+      std::chrono::duration<double, std::micro>(net::Clock::now() - start).count();
+  std::vector<proto::DaemonToClient> replies(local_ops.ops.size());
+  for (std::size_t index = 0; index < replies.size(); ++index) {
+    proto::OpResult& result = *replies[index].mutable_result();
+    result.set_request_id(local_ops.ops[index].op.request_id());
+    to_proto(status, *result.mutable_status());
+    result.set_algorithm(to_proto(algorithm));
+    result.set_elapsed_us(elapsed_us);
+  }
+  return replies;
+}
+
+}  // namespace
+
+OpRunner::OpRunner(const WorkerConfig& config, engine::AbortSignal& abort, OpThreadWatch& watch,
+                   TableGate& table_gate, OpTimes& op_times, NewPlan new_plan,
+                   ReportDue report_due)
+    : config_(config),
+      abort_(abort),
+      watch_(watch),
+      table_gate_(table_gate),
+      op_times_(op_times),
+      new_plan_(std::move(new_plan)),
+      report_due_(std::move(report_due)) {}
+
+void OpRunner::install(Generation& formed) {
+  assignment_ = std::move(formed.assignment);
+  mesh_ = std::move(formed.mesh);
+  plan_ = std::move(formed.plan);
+  layout_ = std::move(formed.layout);
+  table_gate_.reset(assignment_.generation());
+  op_times_.clear();
+  ops_served_before_ = ops_served_;
+}
+
+void OpRunner::end(const Status& why) {
+  generation_end_ = why;
+  mesh_.reset();
+}
+
+std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
+  const auto start = net::Clock::now();
+  if (mesh_ == nullptr) {
+    // The group is between generations: the ops fail at once, saying why.
+    return replies(local_ops,
+                   Status(generation_end_.code(),
+                          "host " + std::to_string(rank()) + ": generation " +
+                              std::to_string(assignment_.generation()) + " ended (" +
+                              generation_end_.message() + "); the group is forming the next"),
+                   Algorithm::ring, start);
+  }
+  engine::PeerMesh& mesh = *mesh_;
+  engine::ExecuteOptions options;
+  options.op_id = mesh.next_op_id();
+  options.segment_bytes = config_.segment_bytes;
+  options.spin = config_.spin;
+  options.stall_timeout = config_.stall_timeout;
+  options.abort = &abort_;
+  OpShape shape;
+  std::uint64_t table_bytes = 0;
+  std::optional<GroupPlan> switched;
+  Status status = table_gate_.admit(options.op_id, switched);
+  if (switched) take_table_version(std::move(*switched), options.op_id);
+  if (status.ok()) status = local_ops.missing;
+  if (status.ok()) status = prepare_local_ops(local_ops, options, shape, table_bytes);
+  if (!status.ok()) {
+    engine::announce_failure(mesh, options, status);
+  } else if (abort_.raised()) {
+    status = abort_.reason();
+  } else {
+    status = run_between_hosts(local_ops, options, shape, table_bytes);
+  }
+  ++ops_served_;
+  if (!status.ok()) {
+    ++ops_failed_;
+    spdlog::warn("host {}: op {} '{}' ({}) failed: {}", rank(), options.op_id,
+                 local_ops.ops.front().op.name(), options.descriptor.to_string(),
+                 status.to_string());
+  }
+  return replies(local_ops, status, options.descriptor.algorithm, start);
+}
+
+Status OpRunner::run_between_hosts(const LocalOps& local_ops,
+                                   const engine::ExecuteOptions& options, const OpShape& shape,
+                                   std::uint64_t table_bytes) {
+  std::vector<std::byte*> regions;
+  for (const PendingOp& op : local_ops.ops) regions.push_back(op.region ? op.region->data() : nullptr);
+  HostOp host_op(shape, options.descriptor.dtype, options.descriptor.op, layout_, rank(),
+                 std::move(regions), staging_);
+  host_op.gather();
+  watch_.op_began(options.deadline.when());
+  const auto began = net::Clock::now();
+  const Status status =
+      engine::execute(build_schedule(host_op.between_hosts(), options.descriptor.algorithm,
+                                     mesh_->rank()),
+                      host_op.buffers(), *mesh_, options);
+  const double between_hosts_us =
+      std::chrono::duration<double, std::micro>(net::Clock::now() - began).count();
+  watch_.op_ended();
+  if (status.ok()) host_op.scatter();
+  if (status.ok() && table_bytes > 0 && shape.collective == Collective::allreduce &&
+      op_times_.record(table_bytes, options.descriptor.algorithm, between_hosts_us)) {
+    report_due_();
+  }
+  return status;
+}
+
+Status OpRunner::prepare_local_ops(const LocalOps& local_ops, engine::ExecuteOptions& options,
+                                   OpShape& shape, std::uint64_t& table_bytes) const {
+  const int first = layout_.first_rank(rank());
+  for (std::size_t index = 0; index < local_ops.ops.size(); ++index) {
+    const PendingOp& op = local_ops.ops[index];
+    const std::string name = "rank " + std::to_string(first + op.local_rank);
+    engine::ExecuteOptions mine = options;
+    Status status = prepare_op(op, layout_, plan_, config_.algorithm, mine, shape, table_bytes);
+    if (!status.ok()) return Status(status.code(), name + ": " + status.message());
+    if (index == 0) {
+      options = mine;
+    } else if (mine.descriptor != options.descriptor) {
+      return Status(ErrorCode::mismatch,
+                    "rank " + std::to_string(first + local_ops.ops.front().local_rank) +
+                        " submitted " + options.descriptor.to_string() + ", " + name +
+                        " submitted " + mine.descriptor.to_string());
+    }
+  }
+  return {};
+}
+
+void OpRunner::take_table_version(GroupPlan plan, std::uint64_t op_id) {
+  plan_ = std::move(plan);
+  proto::GroupPlan message;
+  to_proto(plan_, message);
+  new_plan_(std::move(message));
+  spdlog::info("worker rank {}: table version {} from op {} (client op {} of the generation): {}",
+               rank(), plan_.table_version, op_id, ops_served_ - ops_served_before_ + 1,
+               plan_.history.empty() ? std::string() : plan_.history.back().why);
+}
+
+}  // namespace gradsync::daemon

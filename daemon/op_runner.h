@@ -1,0 +1,83 @@
+// Runs the clients' ops of the generation the op thread serves: the op at one place of every local
+// rank's stream (stream_pairing.h) as one op between hosts (host_op.h), with the algorithm of the
+// table version in force at that op (table_gate.h), timed for the table's refinement (op_times.h).
+// Between generations, ops fail at once, naming what ended the last one, instead of waiting for
+// the group. Only the op thread holds it (OpThread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "collective/group_plan.h"
+#include "collective/host_layout.h"
+#include "collective/status.h"
+#include "daemon/generation_former.h"
+#include "daemon/op_thread_watch.h"
+#include "daemon/op_times.h"
+#include "daemon/stream_pairing.h"
+#include "daemon/table_gate.h"
+#include "daemon/worker.h"
+#include "engine/abort_signal.h"
+#include "engine/executor.h"
+#include "gradsync.pb.h"
+
+namespace gradsync::daemon {
+
+class OpRunner {
+ public:
+  // A new table version is in force: its plan, for the clients that ask.
+  using NewPlan = std::function<void(proto::GroupPlan plan)>;
+  // The ops' times make a report to the coordinator due.
+  using ReportDue = std::function<void()>;
+
+  OpRunner(const WorkerConfig& config, engine::AbortSignal& abort, OpThreadWatch& watch,
+           TableGate& table_gate, OpTimes& op_times, NewPlan new_plan, ReportDue report_due);
+
+  // `formed` is the generation whose ops run from now on.
+  void install(Generation& formed);
+  // The generation ended, for `why`: ops fail at once until the next is installed.
+  void end(const Status& why);
+
+  // Runs one op of every local rank; returns their replies, by local rank.
+  std::vector<proto::DaemonToClient> run(const LocalOps& local_ops);
+
+  // Of the generation served, or, between generations, of the one that ended.
+  const proto::Assignment& assignment() const { return assignment_; }
+  const HostLayout& layout() const { return layout_; }
+  int rank() const { return assignment_.rank(); }
+  // The counts of `gradsync status`.
+  std::uint64_t ops_served() const { return ops_served_; }
+  std::uint64_t ops_failed() const { return ops_failed_; }
+
+ private:
+  // Checks every local rank's op and that they are the same op; fills the op's options, its
+  // shape (of every host's ranks) and the bytes the table chose its algorithm by.
+  Status prepare_local_ops(const LocalOps& local_ops, engine::ExecuteOptions& options,
+                           OpShape& shape, std::uint64_t& table_bytes) const;
+  // Runs the prepared op between hosts, in the local ranks' regions.
+  Status run_between_hosts(const LocalOps& local_ops, const engine::ExecuteOptions& options,
+                           const OpShape& shape, std::uint64_t table_bytes);
+  // `plan`, a new table version, runs from op `op_id` on.
+  void take_table_version(GroupPlan plan, std::uint64_t op_id);
+
+  const WorkerConfig& config_;
+  engine::AbortSignal& abort_;
+  OpThreadWatch& watch_;
+  TableGate& table_gate_;
+  OpTimes& op_times_;
+  const NewPlan new_plan_;
+  const ReportDue report_due_;
+  proto::Assignment assignment_;
+  std::unique_ptr<engine::PeerMesh> mesh_;  // null between generations
+  GroupPlan plan_;
+  HostLayout layout_;
+  Status generation_end_;           // why the last generation ended
+  std::vector<std::byte> staging_;  // for ops between hosts that cannot run in a client's region
+  std::uint64_t ops_served_ = 0;
+  std::uint64_t ops_failed_ = 0;
+  std::uint64_t ops_served_before_ = 0;  // ops_served_ when the generation began
+};
+
+}  // namespace gradsync::daemon

@@ -1,0 +1,195 @@
+// Which ops of a daemon's local ranks run together (daemon/stream_pairing.h), driven with a fake
+// clock and no sockets: ops pair by their place in each local rank's stream, whatever order they
+// come in; a place that a local rank does not reach fails on every rank, at the op's timeout or as
+// soon as that rank's client leaves, and the late rank's own op there fails when it comes.
+#include "daemon/stream_pairing.h"
+
+#include <gtest/gtest.h>
+
+#include "config/knobs.h"
+
+namespace gradsync::daemon {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int kFirstRank = 4;  // the daemon's local rank 0 is rank 4 of the group
+constexpr int kHost = 2;
+
+class StreamPairingTest : public ::testing::Test {
+ protected:
+  // Local rank `local_rank`'s client (client id 10 + local rank, pid 100 + local rank) submits
+  // the op it names `name`, with `timeout_ms`.
+  void submit(int local_rank, const std::string& name, std::uint32_t timeout_ms = 5000) {
+    const ClientId client = 10 + local_rank;
+    ASSERT_TRUE(pairing_.claim(local_rank, client, 100 + local_rank).ok());
+    PendingOp op;
+    op.op.set_name(name);
+    op.op.set_timeout_ms(timeout_ms);
+    op.local_rank = local_rank;
+    pairing_.submit(std::move(op));
+  }
+
+  // The names of the ops of the actions since the last call: a place that ran as "a+b", with
+  // "!" after it if it failed; an op that failed alone as "-a".
+  std::vector<std::string> actions() {
+    std::vector<std::string> done;
+    for (const PairingAction& action : pairing_.take_actions()) {
+      if (action.kind == PairingAction::Kind::fail) {
+        done.push_back("-" + action.op.op.name());
+        last_failure_ = action.why;
+        continue;
+      }
+      std::string place;
+      for (const PendingOp& op : action.place.ops) {
+        place += (place.empty() ? "" : "+") + op.op.name();
+      }
+      if (!action.place.missing.ok()) {
+        place += "!";
+        last_failure_ = action.place.missing;
+      }
+      done.push_back(place);
+    }
+    return done;
+  }
+
+  using Done = std::vector<std::string>;
+
+  StreamPairing pairing_{3, kFirstRank, kHost};
+  StreamPairing::TimePoint now_ = StreamPairing::TimePoint() + std::chrono::hours(1);
+  Status last_failure_;
+};
+
+TEST_F(StreamPairingTest, OpsRunOnceEveryLocalRankHasReachedTheirPlaceInWhateverOrderTheyCome) {
+  submit(2, "c1");
+  submit(2, "c2");
+  submit(0, "a1");
+  EXPECT_EQ(actions(), Done{}) << "local rank 1 has submitted nothing yet";
+  submit(1, "b1");
+  EXPECT_EQ(actions(), Done{"a1+b1+c1"}) << "by local rank, whichever came first";
+  submit(1, "b2");
+  submit(0, "a2");
+  EXPECT_EQ(actions(), Done{"a2+b2+c2"});
+}
+
+TEST_F(StreamPairingTest, APlaceThatALocalRankDoesNotReachInTimeFailsAndItsLateOpFailsToo) {
+  submit(0, "a1", 2000);
+  submit(1, "b1", 2000);
+  pairing_.start_waiting(now_);
+  ASSERT_EQ(pairing_.deadline(), now_ + milliseconds(2000));
+  pairing_.tick(now_ + milliseconds(1999));
+  EXPECT_EQ(actions(), Done{});
+  pairing_.tick(now_ + milliseconds(2000));
+  EXPECT_EQ(actions(), Done{"a1+b1!"});
+  EXPECT_EQ(last_failure_.code(), ErrorCode::deadline_exceeded);
+  EXPECT_EQ(last_failure_.message(),
+            "op 1 of the streams of host 2: local rank 2 (rank 6) submitted no op within 2000 ms "
+            "of the other local ranks");
+  EXPECT_FALSE(pairing_.deadline()) << "nothing waits any more";
+
+  // Local rank 2's first op belonged to the place that failed; its second pairs with the others'.
+  submit(2, "c1");
+  EXPECT_EQ(actions(), Done{"-c1"});
+  EXPECT_EQ(last_failure_.code(), ErrorCode::deadline_exceeded);
+  EXPECT_NE(last_failure_.message().find("this op's place failed on every rank without it"),
+            std::string::npos)
+      << last_failure_.message();
+  submit(2, "c2");
+  submit(1, "b2");
+  submit(0, "a2");
+  EXPECT_EQ(actions(), Done{"a2+b2+c2"});
+}
+
+TEST_F(StreamPairingTest, TheWaitStartsOncePerPlaceAndAnOpWithoutATimeoutWaitsTheDefault) {
+  submit(0, "a1", 0);
+  pairing_.start_waiting(now_);
+  const auto deadline = now_ + milliseconds(knobs::kOpTimeoutMs.default_value);
+  EXPECT_EQ(pairing_.deadline(), deadline);
+  submit(1, "b1", 0);
+  pairing_.start_waiting(now_ + milliseconds(500));
+  EXPECT_EQ(pairing_.deadline(), deadline) << "the place has waited since its first op";
+}
+
+TEST_F(StreamPairingTest, ALocalRankWhoseClientLeavesFailsThePlaceTheOthersWaitAt) {
+  submit(0, "a1");
+  submit(1, "b1");
+  submit(2, "c1");
+  EXPECT_EQ(actions(), Done{"a1+b1+c1"});
+  submit(0, "a2");
+  submit(1, "b2");
+  const std::vector<Leaver> leavers = pairing_.left(12);
+  ASSERT_EQ(leavers.size(), 1u);
+  EXPECT_EQ(leavers[0].local_rank, 2);
+  EXPECT_EQ(leavers[0].pid, 102);
+  EXPECT_FALSE(pairing_.submitter(2));
+  pairing_.fail_place_left(leavers[0]);
+  EXPECT_EQ(actions(), Done{"a2+b2!"});
+  EXPECT_EQ(last_failure_.code(), ErrorCode::aborted);
+  EXPECT_EQ(last_failure_.message(),
+            "op 2 of the streams of host 2: local rank 2 (rank 6) left (its client, pid 102, "
+            "went) before submitting it");
+
+  // The rank's next client starts a stream of its own: nothing is owed from the one that left.
+  submit(2, "c'1");
+  submit(1, "b3");
+  submit(0, "a3");
+  EXPECT_EQ(actions(), Done{"a3+b3+c'1"});
+}
+
+TEST_F(StreamPairingTest, AClientThatLeavesAfterSubmittingItsOpHoldsNobodyUp) {
+  submit(0, "a1");
+  submit(1, "b1");
+  EXPECT_TRUE(pairing_.left(11).empty()) << "its op is in";
+  submit(2, "c1");
+  EXPECT_EQ(actions(), Done{"a1+b1+c1"}) << "and runs with the others'";
+}
+
+TEST_F(StreamPairingTest, ALeaversPlaceDoesNotFailOnceAnotherClientHasTakenItsRank) {
+  ASSERT_TRUE(pairing_.claim(2, 12, 102).ok());
+  submit(0, "a1");
+  const std::vector<Leaver> gone = pairing_.left(12);
+  ASSERT_EQ(gone.size(), 1u);
+  ASSERT_TRUE(pairing_.claim(2, 99, 199).ok()) << "a new client, before the failure is due";
+  pairing_.fail_place_left(gone[0]);
+  EXPECT_EQ(actions(), Done{});
+}
+
+TEST_F(StreamPairingTest, ASecondClientOfALocalRankIsRefusedNamingTheFirst) {
+  ASSERT_TRUE(pairing_.claim(1, 7, 700).ok());
+  EXPECT_TRUE(pairing_.claim(1, 7, 700).ok()) << "the same client again";
+  const Status refused = pairing_.claim(1, 8, 800);
+  EXPECT_EQ(refused.code(), ErrorCode::invalid_argument);
+  EXPECT_NE(refused.message().find("rank 5 already has a submitting client (pid 700, since "),
+            std::string::npos)
+      << refused.message();
+  EXPECT_EQ(pairing_.submitter_pid(1), 700);
+  EXPECT_TRUE(pairing_.left(7).empty());
+  EXPECT_TRUE(pairing_.claim(1, 8, 800).ok()) << "once the first has gone";
+  EXPECT_EQ(pairing_.submitter(1), ClientId{8});
+}
+
+TEST_F(StreamPairingTest, ANewGenerationFailsTheOpsThatWaitedAndStartsEveryStreamAgain) {
+  submit(0, "a1");
+  submit(1, "b1");
+  pairing_.start_waiting(now_);
+  pairing_.new_generation(10, 5, 8);
+  EXPECT_EQ(actions(), (Done{"-a1", "-b1"}));
+  EXPECT_EQ(last_failure_.code(), ErrorCode::group_changed);
+  EXPECT_EQ(last_failure_.message(),
+            "the group moved to generation 8 while this op waited for the other local ranks'");
+  EXPECT_FALSE(pairing_.deadline());
+  EXPECT_EQ(pairing_.name_of(1), "local rank 1 (rank 11)");
+
+  submit(2, "c1");
+  submit(1, "b1");
+  pairing_.start_waiting(now_);
+  pairing_.tick(now_ + milliseconds(5000));
+  EXPECT_EQ(actions(), Done{"b1+c1!"});
+  EXPECT_EQ(last_failure_.message().rfind("op 1 of the streams of host 5: local rank 0 (rank 10)",
+                                          0),
+            0u)
+      << "the streams start at 1 again: " << last_failure_.message();
+}
+
+}  // namespace
+}  // namespace gradsync::daemon
