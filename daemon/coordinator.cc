@@ -25,22 +25,19 @@ namespace {
 
 using asio::ip::tcp;
 
-// A member that takes no bytes of what it is sent for this long is dropped; the others are not
-// kept waiting for it.
-constexpr auto kSendTimeout = std::chrono::seconds(2);
 constexpr int kMessagesPerWakeup = 64;
 // What the kernel may hold for one connection (it doubles this): without a bound it grows its
-// send buffer to megabytes for a member that reads nothing, and the send deadline above would
+// send buffer to megabytes for a member that reads nothing, and the send deadline (take()) would
 // never see that member fall behind.
 constexpr int kSendBufferBytes = 64 << 10;
 
 struct Connection {
-  Connection(ConnectionId id_in, tcp::socket socket_in, Outbox<tcp::socket>::Failed failed,
-             Outbox<tcp::socket>::Sent sent)
+  Connection(ConnectionId id_in, tcp::socket socket_in, std::chrono::milliseconds send_timeout,
+             Outbox<tcp::socket>::Failed failed, Outbox<tcp::socket>::Sent sent)
       : id(id_in),
         socket(std::move(socket_in)),
         reader(socket.native_handle()),
-        outbox(socket, kSendTimeout, std::move(failed), std::move(sent)) {}
+        outbox(socket, send_timeout, std::move(failed), std::move(sent)) {}
 
   ConnectionId id;
   tcp::socket socket;
@@ -99,8 +96,11 @@ class CoordinatorServer {
     asio::error_code ignored;
     socket.set_option(asio::socket_base::send_buffer_size(kSendBufferBytes), ignored);
     const ConnectionId id = next_id_++;
+    // A member that takes no bytes of what it is sent for a heartbeat timeout is dropped, as one
+    // that sends none would be: a member busy for a while is given the same time to read as to
+    // beat. The others are not kept waiting for it.
     auto connection = std::make_shared<Connection>(
-        id, std::move(socket),
+        id, std::move(socket), config_.membership.heartbeat_timeout,
         [this, id](const std::string& why) {
           if (const auto found = connections_.find(id); found != connections_.end()) {
             drop(found->second, why);

@@ -1,11 +1,12 @@
-// Messages queued for one stream socket and written in order on its event loop. Each write has a
-// deadline counted from the last one that made progress, and the queue a bound in bytes, so a peer
-// that reads nothing fails on its own instead of blocking the loop or growing the queue for ever.
+// Messages queued for one stream socket and written in order on its event loop. The queue has a
+// deadline counted from the last write that the peer took bytes of, and a bound in bytes, so a peer
+// that reads nothing fails on its own instead of blocking the loop or growing the queue for ever,
+// while one that reads slowly, a large message a piece at a time, is served.
 // Used by the coordinator for its members, by a worker for its coordinator and for its clients.
 #pragma once
 
 #include <asio/steady_timer.hpp>
-#include <asio/write.hpp>
+#include <asio/buffer.hpp>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -22,8 +23,8 @@ inline constexpr std::size_t kMaxQueuedBytes = 4 * net::kMaxControlMessageBytes;
 template <typename Socket>
 class Outbox {
  public:
-  // Called once, with what went wrong, when the peer takes no message in time, a write fails or
-  // the queue outgrows its bound; the owner then closes the socket.
+  // Called once, with what went wrong, when the peer takes no bytes for `timeout`, a write fails
+  // or the queue outgrows its bound; the owner then closes the socket.
   using Failed = std::function<void(const std::string& why)>;
   // Called after each message is written.
   using Sent = std::function<void()>;
@@ -54,7 +55,11 @@ class Outbox {
       return;
     }
     queue_.push_back(std::move(framed));
-    if (queue_.size() == 1) write(owner);
+    if (queue_.size() == 1) {
+      taken_at_ = std::chrono::steady_clock::now();
+      watch(owner);
+      write(owner);
+    }
   }
 
   bool empty() const { return queue_.empty(); }
@@ -78,31 +83,48 @@ class Outbox {
     return true;
   }
 
+  // Writes the front message from where the peer's last write left it, as much as the socket
+  // takes each time.
   void write(const std::shared_ptr<void>& owner) {
-    deadline_.expires_after(timeout_);
+    const std::string& front = queue_.front();
+    socket_.async_write_some(
+        asio::buffer(front.data() + front_written_, front.size() - front_written_),
+        [this, owner](const asio::error_code& error, std::size_t written) {
+          if (error == asio::error::operation_aborted || failed_once_) return;
+          if (error) {
+            fail("cannot send: " + error.message());
+            return;
+          }
+          taken_at_ = std::chrono::steady_clock::now();
+          front_written_ += written;
+          if (front_written_ < queue_.front().size()) {
+            write(owner);
+            return;
+          }
+          front_written_ = 0;
+          queued_bytes_ -= queue_.front().size();
+          queue_.pop_front();
+          if (queue_.empty()) {
+            deadline_.cancel();
+          } else {
+            write(owner);
+          }
+          if (sent_) sent_();
+        });
+  }
+
+  // Fails the peer once it has taken no bytes for `timeout_` while messages wait; a wait that
+  // wakes after a write took bytes waits again, from that write.
+  void watch(const std::shared_ptr<void>& owner) {
+    deadline_.expires_at(taken_at_ + timeout_);
     deadline_.async_wait([this, owner](const asio::error_code& error) {
-      // A deadline that a completed write moved on is not this one.
-      if (error || queue_.empty() || deadline_.expiry() > std::chrono::steady_clock::now()) {
+      if (error || failed_once_ || queue_.empty()) return;
+      if (std::chrono::steady_clock::now() < taken_at_ + timeout_) {
+        watch(owner);
         return;
       }
-      fail("no message taken for " + std::to_string(timeout_.count()) + " ms");
+      fail("no bytes taken for " + std::to_string(timeout_.count()) + " ms");
     });
-    asio::async_write(socket_, asio::buffer(queue_.front()),
-                      [this, owner](const asio::error_code& error, std::size_t) {
-                        if (error == asio::error::operation_aborted || failed_once_) return;
-                        if (error) {
-                          fail("cannot send: " + error.message());
-                          return;
-                        }
-                        queued_bytes_ -= queue_.front().size();
-                        queue_.pop_front();
-                        if (queue_.empty()) {
-                          deadline_.cancel();
-                        } else {
-                          write(owner);
-                        }
-                        if (sent_) sent_();
-                      });
   }
 
   void fail(const std::string& why) {
@@ -118,6 +140,8 @@ class Outbox {
   const Failed failed_;
   const Sent sent_;
   std::deque<std::string> queue_;  // front() is being written whenever it is not empty
+  std::size_t front_written_ = 0;  // bytes of front() the peer has taken
+  std::chrono::steady_clock::time_point taken_at_;  // the last write that took bytes
   std::size_t queued_bytes_ = 0;
   bool failed_once_ = false;
 };

@@ -4,12 +4,12 @@
 set -euo pipefail
 
 packages=(
-  g++ cmake ninja-build
+  g++ cmake ninja-build ccache
   protobuf-compiler libprotobuf-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev
   libgtest-dev libbenchmark-dev libasio-dev libssl-dev clang libfuzzer-14-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-torch python3-sklearn
-  iproute2 python3 python3-yaml
+  iproute2 python3 python3-yaml mypy
 )
 
 missing=()
