@@ -206,7 +206,8 @@ class Bench {
   // The row of algorithm k (for auto, named after what most of rank 0's ops ran).
   BenchRow row_of(std::size_t k, const SizeRun& run, const Tally& tally) const {
     const std::size_t size = element_size(type_);
-    // Between hosts: a daemon's local ranks add no traffic to the network (README "Local ranks").
+    // Between hosts: a daemon's local ranks add no traffic to the network (docs/clusters.md, "Local
+    // ranks").
     const int hosts = plan_.world_size;
     const std::optional<Algorithm>& forced = run.algorithms[k];
     const Algorithm ran = most_used(tally.used[k], forced.value_or(Algorithm::ring));
@@ -380,7 +381,7 @@ std::string bench_note(const BenchOptions& options, const GroupPlan& plan, int w
     char bound[200];
     std::snprintf(bound, sizeof bound,
                   "; error: of one more op on values in [-1, 1), the largest |result - sum| / "
-                  "sum |x| (README \"Semantics\": at most %.3g here, or the row is wrong)",
+                  "sum |x| (docs/clients.md \"Semantics\": at most %.3g here, or the row is wrong)",
                   error_bound);
     note += bound;
   }

@@ -1,5 +1,5 @@
 // `gradsync bench`: all-reduce over a sweep of sizes on every rank, printed on rank 0 in the
-// columns of nccl-tests (DESIGN.md §8), every result checked.
+// columns of nccl-tests (docs/architecture.md §16), every result checked.
 #pragma once
 
 #include <functional>

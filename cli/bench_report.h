@@ -1,5 +1,5 @@
-// The rows an all-reduce benchmark prints, in the columns of nccl-tests (DESIGN.md §8), shared by
-// `gradsync bench` and the peer benchmarks (bench/peers) so that their tables line up.
+// The rows an all-reduce benchmark prints, in the columns of nccl-tests (docs/architecture.md §16),
+// shared by `gradsync bench` and the peer benchmarks (bench/peers) so that their tables line up.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // `gradsync plan`: what a running group measured about its network and what it chose from that
-// (DESIGN.md §5): α and β per link, γ per rank, the switch points of the algorithm table, and the
-// predicted all-reduce time of every algorithm per size with the one auto runs marked.
+// (docs/architecture.md §9): α and β per link, γ per rank, the switch points of the algorithm
+// table, and the predicted all-reduce time of every algorithm per size with the one auto runs
+// marked.
 #pragma once
 
 #include <functional>

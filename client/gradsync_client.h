@@ -68,7 +68,8 @@ struct OpOptions {
   std::string name;  // shows in the daemon's log lines
   int root = 0;      // broadcast only
   // bf16 or f16: an f32 or f64 sum or avg (all-reduce, reduce-scatter; all-gather too) sends its
-  // values rounded to 16 bits and adds them in the data type (README "Semantics": the error bound).
+  // values rounded to 16 bits and adds them in the data type (docs/clients.md, "Semantics": the
+  // error bound).
   std::optional<DataType> wire;
 };
 

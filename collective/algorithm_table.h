@@ -1,6 +1,6 @@
-// The group's algorithm table (DESIGN.md §5): for each collective, the size thresholds at which
-// the cost model switches algorithm. The coordinator builds it once per generation; every rank
-// looks ops up in the same table, so every rank runs the same algorithm for the same op.
+// The group's algorithm table (docs/architecture.md §9): for each collective, the size thresholds
+// at which the cost model switches algorithm. The coordinator builds it once per generation; every
+// rank looks ops up in the same table, so every rank runs the same algorithm for the same op.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // Measured times of real all-reduce ops beside what the α-β-γ model predicts for them
-// (DESIGN.md §5). The model counts rounds, messages, bytes and reductions; what it cannot see
-// (ranks sharing cores on one host, per-op overheads, buffers that outgrow the caches, a link that
-// sends its first few hundred KiB at once) is taken from the measurements, per algorithm:
+// (docs/architecture.md §9). The model counts rounds, messages, bytes and reductions; what it
+// cannot see (ranks sharing cores on one host, per-op overheads, buffers that outgrow the caches, a
+// link that sends its first few hundred KiB at once) is taken from the measurements, per algorithm:
 // - between two calibrated sizes, the measured times, interpolated in log size and log time;
 // - below the smallest, its measurement scaled as the model scales;
 // - beyond the largest, its measurement plus the model's extra time, scaled by how much more the

@@ -1,6 +1,6 @@
-// Invariant checks for programming errors (DESIGN.md §7.4): a broken invariant aborts loudly and
-// prints both values. Runtime failures (a lost peer, a bad frame) never use these; they travel as a
-// Status.
+// Invariant checks for programming errors (docs/architecture.md §13): a broken invariant aborts
+// loudly and prints both values. Runtime failures (a lost peer, a bad frame) never use these; they
+// travel as a Status.
 #pragma once
 
 #include <sstream>

@@ -1,12 +1,12 @@
-// The α-β-γ cost model (DESIGN.md §5), read off schedules.
+// The α-β-γ cost model (docs/architecture.md §9), read off schedules.
 //
 // A round costs, on each rank, α per message plus β per byte, taking the larger of what the rank
 // sends and what it receives (links are full duplex), plus γ per byte it reduces; the round lasts
 // as long as its slowest rank, and an op as long as its rounds added up. Where links were measured
 // one by one, each message pays its own link's α and β, and a rank's messages add up (they share
 // its network interface), so one slow link slows exactly the rounds that use it. The closed forms
-// of DESIGN.md §3 are kept beside it for documentation and as a cross-check: where a closed form is
-// exact, the two agree.
+// of docs/architecture.md §3.2 are kept beside it for documentation and as a cross-check: where a
+// closed form is exact, the two agree.
 #pragma once
 
 #include <cstdint>
@@ -92,8 +92,9 @@ Algorithm cheapest(const std::vector<Candidate>& candidates);
 
 Algorithm choose_algorithm(const OpShape& shape, const NetworkModel& network);
 
-// DESIGN.md §3's formulas for p ranks and n bytes per rank (for all-to-all: bytes per destination).
-// Non-power-of-two p pays the fold's two extra rounds of α + βn in hypercube and halving_doubling.
+// docs/architecture.md §3.2's formulas for p ranks and n bytes per rank (for all-to-all: bytes per
+// destination). Non-power-of-two p pays the fold's two extra rounds of α + βn in hypercube and
+// halving_doubling.
 double closed_form_time_us(Collective collective, Algorithm algorithm, int world_size, double bytes,
                            const NetworkModel& network);
 

@@ -1,6 +1,7 @@
-// What the coordinator publishes to every rank of a generation (DESIGN.md §5): the network as the
-// workers measured it, and the algorithm table built from that. Every rank holds the same plan, so
-// every rank picks the same algorithm for the same op; clients can ask for it to show the choice.
+// What the coordinator publishes to every rank of a generation (docs/architecture.md §9): the
+// network as the workers measured it, and the algorithm table built from that. Every rank holds the
+// same plan, so every rank picks the same algorithm for the same op; clients can ask for it to show
+// the choice.
 #pragma once
 
 #include <cstdint>

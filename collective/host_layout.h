@@ -1,6 +1,7 @@
-// Global ranks when a daemon serves several local ranks (DESIGN.md §1, the two-level scheme).
-// Ranks are host-major: host 0's local ranks come first, then host 1's, and so on, so a host's
-// ranks are contiguous, as torchrun numbers them. Hosts may serve different numbers of ranks.
+// Global ranks when a daemon serves several local ranks (docs/architecture.md §6.4, the two-level
+// scheme). Ranks are host-major: host 0's local ranks come first, then host 1's, and so on, so a
+// host's ranks are contiguous, as torchrun numbers them. Hosts may serve different numbers of
+// ranks.
 #pragma once
 
 #include <string>

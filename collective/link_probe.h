@@ -1,7 +1,7 @@
-// The schedules with which workers measure their links (DESIGN.md §5): round trips of a few bytes
-// for the latency α, and a bulk exchange in both directions for the time per byte β. Pairs meet in
-// a round-robin tournament, so that every rank probes one partner at a time and every pair of
-// ranks, which some schedule uses (direct all-to-all uses them all), is measured once.
+// The schedules with which workers measure their links (docs/architecture.md §9): round trips of a
+// few bytes for the latency α, and a bulk exchange in both directions for the time per byte β.
+// Pairs meet in a round-robin tournament, so that every rank probes one partner at a time and every
+// pair of ranks, which some schedule uses (direct all-to-all uses them all), is measured once.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// How auto picks an algorithm from the group's plan (DESIGN.md §5), and why.
+// How auto picks an algorithm from the group's plan (docs/architecture.md §9), and why.
 //
 // The model decides, unless a measurement clearly says otherwise. The model knows rounds and bytes
 // (the hypercube moves log₂p·n bytes per rank, the ring 2n(p−1)/p) but not what a host adds; a

@@ -1,6 +1,7 @@
-// A Schedule is one rank's part of a collective, as data (DESIGN.md §7.1): a list of rounds, each
-// naming what is sent to which peer and what is received from which peer into which byte range.
-// Builders produce schedules; the engine executes them; the simulator and the cost model read them.
+// A Schedule is one rank's part of a collective, as data (docs/architecture.md §3.1): a list of
+// rounds, each naming what is sent to which peer and what is received from which peer into which
+// byte range. Builders produce schedules; the engine executes them; the simulator and the cost
+// model read them.
 //
 // Round semantics, which every executor must honour:
 // 1. Sends read the buffers as they were when the round began.

@@ -1,5 +1,6 @@
-// A runtime failure (DESIGN.md §7.4): a code a program can branch on and a message a person can act
-// on. It mirrors gradsync.proto's Status so that it crosses process boundaries unchanged.
+// A runtime failure (docs/architecture.md §13): a code a program can branch on and a message a
+// person can act on. It mirrors gradsync.proto's Status so that it crosses process boundaries
+// unchanged.
 #pragma once
 
 #include <string>

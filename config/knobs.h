@@ -1,7 +1,7 @@
-// Every configuration knob that more than one place reads, declared once (DESIGN.md §7.6): its
-// flag, its GRADSYNC_* environment variable, its default, its range, its help and which processes
-// read it. The daemons' and the CLI's flags are made from these entries (config/cli_knobs.h), and
-// every default in the code is read from here, never written again.
+// Every configuration knob that more than one place reads, declared once (docs/architecture.md
+// §14): its flag, its GRADSYNC_* environment variable, its default, its range, its help and which
+// processes read it. The daemons' and the CLI's flags are made from these entries
+// (config/cli_knobs.h), and every default in the code is read from here, never written again.
 #pragma once
 
 #include <cstddef>

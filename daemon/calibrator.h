@@ -1,6 +1,6 @@
-// Runs the coordinator's calibration request on this rank (DESIGN.md §5): the requested all-reduce
-// algorithms at every requested size, a few times each, taking turns, timed; every repetition's
-// time goes back.
+// Runs the coordinator's calibration request on this rank (docs/architecture.md §9): the requested
+// all-reduce algorithms at every requested size, a few times each, taking turns, timed; every
+// repetition's time goes back.
 #pragma once
 
 #include "collective/status.h"

@@ -1,8 +1,8 @@
-// The coordinator (DESIGN.md §1): admits workers, assigns ranks, publishes the peer table, collects
-// the workers' link measurements and publishes the plan built from them (DESIGN.md §5), and watches
-// heartbeats. When a worker is lost it tells every other worker, so their ops in flight fail at
-// once rather than at their deadline. It never sees tensor bytes. The logic is Membership's; this
-// is its network shell.
+// The coordinator (docs/architecture.md §7): admits workers, assigns ranks, publishes the peer
+// table, collects the workers' link measurements and publishes the plan built from them
+// (docs/architecture.md §9), and watches heartbeats. When a worker is lost it tells every other
+// worker, so their ops in flight fail at once rather than at their deadline. It never sees tensor
+// bytes. The logic is Membership's; this is its network shell.
 #pragma once
 
 #include <string>

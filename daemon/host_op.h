@@ -1,5 +1,5 @@
-// One op of a host's local ranks, run as one op between hosts (DESIGN.md §1, the two-level
-// scheme), with the semantics of the same op in a flat group of every host's ranks:
+// One op of a host's local ranks, run as one op between hosts (docs/architecture.md §6.4, the
+// two-level scheme), with the semantics of the same op in a flat group of every host's ranks:
 // - all-reduce: the local ranks' tensors are reduced into local rank 0's region, read straight
 //   from each region; the hosts all-reduce that region; every other local rank gets a copy.
 // - reduce-scatter and all-gather: a host carries its ranks' chunks, which are contiguous. Where

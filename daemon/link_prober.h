@@ -1,6 +1,6 @@
-// Measures, when a group forms, what the cost model needs from this rank (DESIGN.md §5): the
-// latency α and time per byte β of its link to every peer, and γ, the time its reduce kernel takes
-// per byte. The coordinator combines every rank's report into the group's network model.
+// Measures, when a group forms, what the cost model needs from this rank (docs/architecture.md §9):
+// the latency α and time per byte β of its link to every peer, and γ, the time its reduce kernel
+// takes per byte. The coordinator combines every rank's report into the group's network model.
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,10 @@
-// The coordinator's membership logic (DESIGN.md §1, §5, §6) as a pure state machine: events in
-// (a connection opened, a message, a connection lost, the clock), actions out (send a message,
-// close a connection). It admits workers, assigns ranks, keeps spares and aborts the generation
-// when a member is lost or silent; restarted, it takes back the generation its workers still run.
-// What the formed generation measures and publishes is GroupPlanning's (group_planning.h). No
-// sockets, no threads and no clock of its own: the caller passes the time, so tests drive it with
-// a fake one.
+// The coordinator's membership logic (docs/architecture.md §7, §9, §10) as a pure state machine:
+// events in (a connection opened, a message, a connection lost, the clock), actions out (send a
+// message, close a connection). It admits workers, assigns ranks, keeps spares and aborts the
+// generation when a member is lost or silent; restarted, it takes back the generation its workers
+// still run. What the formed generation measures and publishes is GroupPlanning's
+// (group_planning.h). No sockets, no threads and no clock of its own: the caller passes the time,
+// so tests drive it with a fake one.
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,7 @@
-// A client's request checked against what this daemon can run (DESIGN.md §6: every field before
-// use): the collective, data type and reduce op it names, its count against the shared-memory
-// region it hands over, its root and wire type; its algorithm from the group's table unless the
-// request, or the worker, forces one.
+// A client's request checked against what this daemon can run (docs/architecture.md §11: every
+// field before use): the collective, data type and reduce op it names, its count against the
+// shared-memory region it hands over, its root and wire type; its algorithm from the group's table
+// unless the request, or the worker, forces one.
 #pragma once
 
 #include <optional>

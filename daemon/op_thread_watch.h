@@ -1,8 +1,8 @@
-// Whether a worker's op thread makes progress (DESIGN.md §6: no progress is a loss, like
-// silence). A rank whose op thread is stuck while its control thread still beats would hold its
-// rank forever: the others' ops would wait out their deadlines, one after another. The op thread
-// marks when each op begins (with its deadline) and ends, and between ops answers the pings the
-// control thread posts at every heartbeat; the control thread asks whether it is past what it
+// Whether a worker's op thread makes progress (docs/architecture.md §10: no progress is a loss,
+// like silence). A rank whose op thread is stuck while its control thread still beats would hold
+// its rank forever: the others' ops would wait out their deadlines, one after another. The op
+// thread marks when each op begins (with its deadline) and ends, and between ops answers the pings
+// the control thread posts at every heartbeat; the control thread asks whether it is past what it
 // may take.
 #pragma once
 

@@ -1,6 +1,6 @@
-// The coordinator's side of DESIGN.md §5: every rank's probe report combined into the group's
-// network model, the calibration of the model against real all-reduce ops, and the plan built from
-// both.
+// The coordinator's side of docs/architecture.md §9: every rank's probe report combined into the
+// group's network model, the calibration of the model against real all-reduce ops, and the plan
+// built from both.
 #pragma once
 
 #include <chrono>

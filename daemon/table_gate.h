@@ -1,5 +1,5 @@
-// Where a new table version takes effect on a worker (DESIGN.md §5): at the same op on every rank,
-// so that no op ever runs two algorithms.
+// Where a new table version takes effect on a worker (docs/architecture.md §9): at the same op on
+// every rank, so that no op ever runs two algorithms.
 //
 // The coordinator proposes a version; every rank answers with the first op it has not started
 // and promises to start no op at or past that + kTableLead before it knows where the version takes

@@ -1,5 +1,5 @@
-// The coordinator's refinement of a generation's algorithm table from real ops (DESIGN.md §5),
-// as pure logic: the workers' op times in, the next table version out.
+// The coordinator's refinement of a generation's algorithm table from real ops
+// (docs/architecture.md §9), as pure logic: the workers' op times in, the next table version out.
 //
 // Every worker reports the quartiles of the last all-reduce ops auto ran, per size bucket
 // (2^k up to 2^(k+1) bytes) and algorithm. Once every rank has timed enough of a bucket's

@@ -1,5 +1,5 @@
-// A worker daemon (DESIGN.md §1): joins the coordinator, forms the data mesh with its peers,
-// serves local clients, and runs their ops one at a time, in the order they were submitted.
+// A worker daemon (docs/architecture.md §6): joins the coordinator, forms the data mesh with its
+// peers, serves local clients, and runs their ops one at a time, in the order they were submitted.
 // worker.cc starts its threads: the op thread (op_thread.h), the thread that forms generations
 // (generation_former.h) and the control thread (watchdog.h, the coordinator's channel), around
 // the one state they share (coordinator_link.h).

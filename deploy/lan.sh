@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# An emulated LAN on one machine (DESIGN.md §8): N network namespaces ("hosts"), each with a veth
-# into a bridge that lives in a namespace of its own, addresses in 10.77.0.0/24 (which exists only
-# inside these namespaces), every link shaped on both ends with tc tbf. Needs root.
+# An emulated LAN on one machine (docs/architecture.md §16): N network namespaces ("hosts"), each
+# with a veth into a bridge that lives in a namespace of its own, addresses in 10.77.0.0/24 (which
+# exists only inside these namespaces), every link shaped on both ends with tc tbf. Needs root.
 #
 #   deploy/lan.sh up   [--hosts N] [--rate R] [--slow H:R2]
 #       create the LAN (default 4 hosts, 1gbit); --slow shapes host H's link at R2 instead

@@ -1,5 +1,5 @@
-// Runs one rank's Schedule over its PeerMesh (DESIGN.md §4). Every transfer is cut into segments;
-// within a round all sends and receives progress together in one loop that waits on every
+// Runs one rank's Schedule over its PeerMesh (docs/architecture.md §4). Every transfer is cut into
+// segments; within a round all sends and receives progress together in one loop that waits on every
 // channel, payloads land straight in their destination (or in one scratch segment per peer, to be
 // reduced), and every frame's header is checked against what this rank expects before any byte of
 // it is used.

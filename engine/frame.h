@@ -1,6 +1,6 @@
-// The data-plane frame (DESIGN.md §4): a fixed 72-byte little-endian header, then raw payload
-// bytes. The header names the op and carries its descriptor, so that ranks that disagree about an
-// op fail at once with an error naming both sides instead of hanging or mixing data.
+// The data-plane frame (docs/architecture.md §5.1): a fixed 72-byte little-endian header, then raw
+// payload bytes. The header names the op and carries its descriptor, so that ranks that disagree
+// about an op fail at once with an error naming both sides instead of hanging or mixing data.
 //
 //   offset  size  field
 //        0     4  magic "GSD1"

@@ -1,7 +1,7 @@
 // Which CPUs a process or thread runs on. When more ranks than cores share a machine (a local
 // cluster, the emulated LAN, containers on one host), a daemon that sleeps and wakes on every
 // message is woken on whichever core is idle and loses its caches each time; bound to one core,
-// and with its client beside it, it keeps them (BENCHMARKS.md).
+// and with its client beside it, it keeps them (docs/benchmarks/BENCHMARKS.md).
 #pragma once
 
 #include <string>

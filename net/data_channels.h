@@ -1,7 +1,8 @@
-// A rank's connections to the other ranks of its group, as the engine uses them (DESIGN.md §2):
-// non-blocking sends and receives on each, and one wait over all of them. In a group they are TCP
-// sockets (socket_channels.h); a test can run the engine over channels in memory. The engine
-// knows what a frame means; an implementation knows only how bytes move.
+// A rank's connections to the other ranks of its group, as the engine uses them
+// (docs/architecture.md §2): non-blocking sends and receives on each, and one wait over all of
+// them. In a group they are TCP sockets (socket_channels.h); a test can run the engine over
+// channels in memory. The engine knows what a frame means; an implementation knows only how bytes
+// move.
 #pragma once
 
 #include <sys/uio.h>

@@ -1,4 +1,5 @@
-// A point in time by which a network wait must end (DESIGN.md §6: nothing waits forever).
+// A point in time by which a network wait must end (docs/architecture.md §10: nothing waits
+// forever).
 #pragma once
 
 #include <algorithm>

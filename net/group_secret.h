@@ -1,7 +1,7 @@
-// The group secret (DESIGN.md §6): every process of a group reads the same bytes from a file, and
-// proves that it knows them with HMAC-SHA256 over fresh nonces, so that a stranger on the network
-// can neither join a group nor pose as one of its peers. Proofs are made at connect time only;
-// nothing on the data path pays for them.
+// The group secret (docs/architecture.md §11): every process of a group reads the same bytes from a
+// file, and proves that it knows them with HMAC-SHA256 over fresh nonces, so that a stranger on the
+// network can neither join a group nor pose as one of its peers. Proofs are made at connect time
+// only; nothing on the data path pays for them.
 #pragma once
 
 #include <initializer_list>

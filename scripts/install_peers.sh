@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the systems gradsync is compared with (DESIGN.md §8) and the link-speed tools: Open MPI,
-# Gloo, torch.distributed (Debian's python3-torch, for /usr/bin/python3) and iperf3. Only what is
-# missing; the next build then compiles bench/peers. Not needed for the test suite.
+# Installs the systems gradsync is compared with (docs/architecture.md §16) and the link-speed
+# tool: Open MPI, Gloo, torch.distributed (Debian's python3-torch, for /usr/bin/python3) and
+# iperf3. Only what is missing; the next build then compiles bench/peers. Not needed for the test
+# suite.
 set -euo pipefail
 packages=(openmpi-bin libopenmpi-dev libgloo-dev python3-torch iperf3)
 missing=()

@@ -1,5 +1,6 @@
-// The group's plan on a real local cluster (DESIGN.md §5): measured when the group forms, the same
-// on every rank, and what auto really runs; a forced algorithm, per op or per daemon, wins.
+// The group's plan on a real local cluster (docs/architecture.md §9): measured when the group
+// forms, the same on every rank, and what auto really runs; a forced algorithm, per op or per
+// daemon, wins.
 #include <gtest/gtest.h>
 
 #include "client/full_plan.h"

@@ -1,7 +1,7 @@
-// A table refined from real ops on a real local cluster (DESIGN.md §5): a group started on a
-// wrong table (the hypercube for large all-reduces) explores and switches versions while clients
-// run a training-like loop, and every rank runs the same algorithm for every op: no mismatch, no
-// wrong result, the same plan everywhere.
+// A table refined from real ops on a real local cluster (docs/architecture.md §9): a group started
+// on a wrong table (the hypercube for large all-reduces) explores and switches versions while
+// clients run a training-like loop, and every rank runs the same algorithm for every op: no
+// mismatch, no wrong result, the same plan everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>

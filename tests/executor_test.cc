@@ -372,7 +372,7 @@ class HandPlayedPeer {
 };
 
 // Round 0 receives two segments, round 1 sends them on: each goes out as soon as it is in, not
-// once the whole round is (DESIGN.md §4).
+// once the whole round is (docs/architecture.md §4.2).
 TEST(Executor, ASegmentIsForwardedBeforeItsRoundEnds) {
   auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const std::uint64_t segment = 4096;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The measured plan on the emulated LAN (DESIGN.md §5): 4 hosts at 1 Gbit/s, then the same with
-# host 2's link slowed to 100 Mbit/s. The probes must see the slow links, and the switch of the
-# measured model's table from latency-optimal all-reduces to bandwidth-optimal ones (ring or
-# halving-doubling) must move to smaller sizes, in one of two attempts. Needs root; without it the test reports itself skipped (exit 77), not passed.
+# The measured plan on the emulated LAN (docs/architecture.md §9): 4 hosts at 1 Gbit/s, then the
+# same with host 2's link slowed to 100 Mbit/s. The probes must see the slow links, and the switch
+# of the measured model's table from latency-optimal all-reduces to bandwidth-optimal ones (ring or
+# halving-doubling) must move to smaller sizes, in one of two attempts. Needs root; without it the
+# test reports itself skipped (exit 77), not passed.
 set -euo pipefail
 lan="$(dirname "$0")/../deploy/lan.sh"
 

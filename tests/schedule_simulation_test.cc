@@ -1,6 +1,6 @@
 // Every builder, run in the simulator on real bytes, over many world sizes and element counts
-// (DESIGN.md §7.7). The simulator itself fails on unmatched transfers, bad ranges and ranks whose
-// replicated results differ; these tests add the closed-form expected values.
+// (docs/architecture.md §15). The simulator itself fails on unmatched transfers, bad ranges and
+// ranks whose replicated results differ; these tests add the closed-form expected values.
 #include <gtest/gtest.h>
 
 #include <algorithm>

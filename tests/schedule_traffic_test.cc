@@ -1,4 +1,5 @@
-// Bytes and rounds per rank against the closed forms of DESIGN.md §3, where those are exact.
+// Bytes and rounds per rank against the closed forms of docs/architecture.md §3.2, where those are
+// exact.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,6 +1,6 @@
-// Data channels in memory, for running the engine with no socket (DESIGN.md §2). A test chooses
-// how many bytes one direction holds and how many one send or receive may move, so that frames
-// arrive cut at every place and every sender meets a full channel.
+// Data channels in memory, for running the engine with no socket (docs/architecture.md §2). A test
+// chooses how many bytes one direction holds and how many one send or receive may move, so that
+// frames arrive cut at every place and every sender meets a full channel.
 #pragma once
 
 #include <condition_variable>

@@ -1,6 +1,6 @@
-// Closed-form tensors for collective tests (DESIGN.md §7.7): rank r contributes values derived from
-// r, chosen so that the exact reduction is known in advance and is representable in every data
-// type, whatever order a schedule combines the ranks in.
+// Closed-form tensors for collective tests (docs/architecture.md §15): rank r contributes values
+// derived from r, chosen so that the exact reduction is known in advance and is representable in
+// every data type, whatever order a schedule combines the ranks in.
 #pragma once
 
 #include <cstddef>
