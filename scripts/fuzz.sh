@@ -13,6 +13,7 @@ fuzzers=(frame_decoder_fuzzer control_message_fuzzer client_request_fuzzer npy_r
 CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGRADSYNC_FUZZ=ON -DBUILD_TESTING=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j2 --target "${fuzzers[@]}"
+echo "fuzz: built in $SECONDS s"
 for fuzzer in "${fuzzers[@]}"; do
   name=${fuzzer%_fuzzer}
   found=$(mktemp -d)  # what the run adds to the corpus stays out of the repository
