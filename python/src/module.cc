@@ -246,6 +246,8 @@ py::dict status_dict(const DaemonStatus& status) {
 }  // namespace
 }  // namespace gradsync
 
+// What this defines, python/gradsync/_gradsync.pyi declares for type checkers: the two change
+// together.
 PYBIND11_MODULE(_gradsync, module) {
   using namespace gradsync;
   module.doc() = "The gradsync client library (see the gradsync package)";
