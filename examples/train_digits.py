@@ -20,22 +20,30 @@ gets from the same global batches. With --wire bf16 (or f16) the gradients trave
 through gradsync's DDP hook, added in f32: the curve then only approaches the single process's,
 and the check is that the test accuracy stays within half a point of the single process's.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import subprocess
 import sys
 import tempfile
+from typing import Iterator, Optional
 
 import torch
 import torch.distributed as dist
-from sklearn.datasets import load_digits
+# The `type: ignore`s below mark where the libraries' own types fall short: scikit-learn has none,
+# and torch 1.13 leaves a few functions untyped and ReduceOp.AVG out of its stub.
+from sklearn.datasets import load_digits  # type: ignore[import]
 
 import gradsync.torch  # noqa: F401 (registers the "gradsync" backend)
 
 GLOBAL_BATCH = 64
 
+# Images and their labels.
+Split = tuple[torch.Tensor, torch.Tensor]
 
-def data():
+
+def data() -> tuple[Split, Split]:
     """The digits, scaled to [0, 1], split 80/20 in a fixed order."""
     digits = load_digits()
     images = torch.tensor(digits.data, dtype=torch.float32) / 16.0
@@ -46,12 +54,12 @@ def data():
     return (images[:split], labels[:split]), (images[split:], labels[split:])
 
 
-def model():
+def model() -> torch.nn.Sequential:
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
 
 
-def global_batches(train, epoch):
+def global_batches(train: Split, epoch: int) -> Iterator[Split]:
     """The epoch's global batches, the same on every rank (a seed per epoch)."""
     images, labels = train
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(1 + epoch))
@@ -60,13 +68,15 @@ def global_batches(train, epoch):
         yield images[chosen], labels[chosen]
 
 
-def accuracy(network, test):
+def accuracy(network: torch.nn.Module, test: Split) -> float:
     images, labels = test
     with torch.no_grad():
-        return (network(images).argmax(dim=1) == labels).float().mean().item()
+        predicted: torch.Tensor = network(images).argmax(dim=1)
+    return (predicted == labels).float().mean().item()
 
 
-def train_one_process(train, epochs, lr):
+def train_one_process(train: Split, epochs: int,
+                      lr: float) -> tuple[list[float], torch.nn.Module]:
     """The reference: one process, whole global batches. Returns the loss per epoch and the
     trained network."""
     network = model()
@@ -78,7 +88,7 @@ def train_one_process(train, epochs, lr):
         for images, labels in global_batches(train, epoch):
             loss = torch.nn.functional.cross_entropy(network(images), labels)
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             total += loss.item()
             steps += 1
@@ -86,22 +96,23 @@ def train_one_process(train, epochs, lr):
     return losses, network
 
 
-def same_parameters_everywhere(network, size):
+def same_parameters_everywhere(network: torch.nn.Module, size: int) -> bool:
     flat = torch.cat([p.detach().view(-1) for p in network.parameters()])
     everyone = [torch.empty_like(flat) for _ in range(size)]
-    dist.all_gather(everyone, flat)
+    dist.all_gather(everyone, flat)  # type: ignore[no-untyped-call]
     return all(torch.equal(other, flat) for other in everyone)
 
 
 WIRE_HOOKS = {"bf16": gradsync.torch.bf16_wire_hook, "f16": gradsync.torch.f16_wire_hook}
 
 
-def rank_main(rank, size, init_method, epochs, lr, wire=None):
+def rank_main(rank: int, size: int, init_method: str, epochs: int, lr: float,
+              wire: Optional[str] = None) -> None:
     dist.init_process_group("gradsync", init_method=init_method, rank=rank, world_size=size)
     train, test = data()
     ddp = torch.nn.parallel.DistributedDataParallel(model())
     if wire is not None:
-        ddp.register_comm_hook(dist.group.WORLD, WIRE_HOOKS[wire])
+        ddp.register_comm_hook(dist.group.WORLD, WIRE_HOOKS[wire])  # type: ignore[operator]
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
     share = GLOBAL_BATCH // size
     losses = []
@@ -112,13 +123,15 @@ def rank_main(rank, size, init_method, epochs, lr, wire=None):
             mine = slice(rank * share, (rank + 1) * share)
             loss = torch.nn.functional.cross_entropy(ddp(images[mine]), labels[mine])
             optimizer.zero_grad()
-            loss.backward()  # DDP averages the gradients over the ranks: the global batch's
+            # DDP averages the gradients over the ranks: the global batch's.
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             if not same_parameters_everywhere(ddp.module, size):
                 raise SystemExit(f"rank {rank}: ranks hold different parameters after a step")
             total += loss.detach()
             steps += 1
-        dist.all_reduce(total, op=dist.ReduceOp.AVG)  # the global batches' mean loss
+        # The global batches' mean loss.
+        dist.all_reduce(total, op=dist.ReduceOp.AVG)  # type: ignore[no-untyped-call,attr-defined]
         losses.append(total.item() / steps)
         if rank == 0:
             print(f"epoch {epoch + 1}: loss {losses[-1]:.4f}", flush=True)
@@ -141,7 +154,7 @@ def rank_main(rank, size, init_method, epochs, lr, wire=None):
     dist.destroy_process_group()
 
 
-def main():
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--lr", type=float, default=0.5)

@@ -13,12 +13,18 @@ gradsync daemon.
 Every op takes C-contiguous, writable CPU memory of dtype float16, bfloat16 (torch only),
 float32, float64, int32, int64 or uint8; anything else is a TypeError before anything is sent. A
 failed op raises the gradsync.Error subclass of its code (Mismatch, PeerLost, DeadlineExceeded,
-...) with the daemon's message.
+...) with the daemon's message; DeadlineExceeded is also a TimeoutError, InvalidArgument also a
+ValueError.
 """
+from __future__ import annotations
+
 import os
 import threading
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union
+from typing import overload
 
-from gradsync._gradsync import (  # noqa: F401 (the exception classes are the package's API)
+from gradsync import _gradsync
+from gradsync._gradsync import (
     Aborted,
     DeadlineExceeded,
     Error,
@@ -32,7 +38,11 @@ from gradsync._gradsync import (  # noqa: F401 (the exception classes are the pa
     SharedTensor,
     Unauthenticated,
 )
-from gradsync import _gradsync
+from gradsync._typing import AlgorithmName, DaemonStatus, NumpyElement, ReduceOpName, Tensor
+from gradsync._typing import WireName
+
+if TYPE_CHECKING:
+    import numpy.typing
 
 __all__ = [
     "Client", "Work", "SharedTensor", "socket_from_environment", "Error", "InvalidArgument",
@@ -40,13 +50,20 @@ __all__ = [
     "GroupChanged", "Internal",
 ]
 
-def socket_from_environment():
+_Element = TypeVar("_Element", bound=NumpyElement)
+_Shape = Union[int, Sequence[int]]
+
+
+def socket_from_environment() -> str:
     """The daemon socket this process should use: GRADSYNC_SOCKET, else entry LOCAL_RANK (default
-    0) of the comma-separated GRADSYNC_SOCKETS that `gradsync local` exports."""
+    0) of the comma-separated GRADSYNC_SOCKETS that `gradsync local` exports.
+
+    Raises InvalidArgument (a ValueError too) when neither is set, or when LOCAL_RANK has no
+    entry in GRADSYNC_SOCKETS; ValueError when LOCAL_RANK is not a number."""
     return _daemon_from_environment()[0]
 
 
-def _daemon_from_environment():
+def _daemon_from_environment() -> tuple[str, Optional[int]]:
     """The daemon socket, and which of that daemon's local ranks this process is: LOCAL_RANK
     itself (None: the client library reads it) for a host's daemon named by GRADSYNC_SOCKET; for
     GRADSYNC_SOCKETS, which lists a daemon that serves several local ranks once for each, how many
@@ -65,199 +82,297 @@ def _daemon_from_environment():
 
 
 class Work:
-    """An op in flight. wait() blocks (without the GIL) until it is done and raises if it failed;
-    add_done_callback(fn) calls fn(work) once it is done, on a thread of its own unless it is
-    done already. The tensors of the op stay alive until it is done."""
+    """An op in flight, as the *_async methods return it. The memory the op reads and writes
+    stays alive until it is done."""
 
-    def __init__(self, handle, tensors):
+    def __init__(self, handle: _gradsync.Handle, tensors: Sequence[Tensor]) -> None:
         self._handle = handle
-        self._tensors = tensors
+        self._tensors: Optional[Sequence[Tensor]] = tensors
+        # Guards the fields below. It is never held while the op is waited for: a thread that
+        # waits must not keep add_done_callback or done() waiting with it.
         self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._error = None
-        self._callbacks = []
+        self._finished = threading.Event()
+        self._error: Optional[Error] = None
+        self._callbacks: list[Callable[[Work], object]] = []
 
-    def wait(self):
-        with self._lock:
-            if not self._done.is_set():
-                try:
-                    self._handle.wait()
-                except Error as error:
-                    self._error = error
-                self._tensors = None
-                self._done.set()
-        for callback in self._take_callbacks():
-            callback(self)
+    def wait(self) -> Work:
+        """Blocks (without the GIL) until the op is done, runs the callbacks that are still to
+        run, and returns this Work.
+
+        Raises the gradsync.Error subclass the op failed with (Mismatch, PeerLost,
+        DeadlineExceeded, GroupChanged, ...), at every call; and whatever a callback raises."""
+        if not self._finished.is_set():
+            # Several threads may wait at once: the client library answers each the same.
+            try:
+                self._handle.wait()
+            except Error as error:
+                self._finish(error)
+            else:
+                self._finish(None)
         if self._error is not None:
             raise self._error
         return self
 
-    def done(self):
-        return self._done.is_set()
+    def done(self) -> bool:
+        """True once this process has seen the op end: a wait() returned or raised, or the
+        thread that add_done_callback starts saw it end. The client library cannot yet be asked
+        without waiting, so an op that ended while nobody waited for it still reads False."""
+        return self._finished.is_set()
 
-    def exception(self):
-        """The error the op failed with, once it is done; None if it succeeded."""
+    def exception(self) -> Optional[Error]:
+        """The error the op failed with, once it is done; None if it succeeded or is not done.
+        Never waits, never raises."""
         return self._error
 
     @property
-    def algorithm(self):
+    def algorithm(self) -> str:
+        """The algorithm the daemon ran the op with ("ring", "tree", ...), once it is done."""
         return self._handle.algorithm
 
-    def add_done_callback(self, callback):
+    def add_done_callback(self, callback: Callable[[Work], object]) -> None:
+        """Calls callback(self) once the op is done: at once, on this thread, if it is done
+        already; otherwise on the thread whose wait() sees it end (the first callback starts a
+        thread of its own that waits). Raises nothing itself; what the callback raises goes to
+        the thread that runs it."""
         with self._lock:
-            if not self._done.is_set():
+            if not self._finished.is_set():
                 self._callbacks.append(callback)
                 if len(self._callbacks) == 1:
                     threading.Thread(target=self._wait_quietly, daemon=True).start()
                 return
         callback(self)
 
-    def _wait_quietly(self):
+    def _finish(self, error: Optional[Error]) -> None:
+        """Records how the op ended, lets go of its memory and runs the callbacks, once: the
+        first waiter to get here does it."""
+        with self._lock:
+            if self._finished.is_set():
+                return
+            self._error = error
+            self._tensors = None
+            self._finished.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def _wait_quietly(self) -> None:
         try:
             self.wait()
         except Error:
             pass  # the callback sees it through exception()
 
-    def _take_callbacks(self):
-        with self._lock:
-            callbacks, self._callbacks = self._callbacks, []
-        return callbacks
-
 
 class Client:
-    """A connection to the local gradsync daemon: one rank's op stream."""
+    """A connection to the local gradsync daemon: one rank's op stream.
 
-    def __init__(self, socket=None, timeout=None, local_rank=None):
-        """Connects within `timeout` seconds (None: the client library's default) as the daemon's
-        local rank `local_rank` (None: as the environment says; see README "Local ranks")."""
+    Every collective takes C-contiguous CPU memory: a NumPy array or a torch tensor. The blocking
+    form returns once the result is in place; the _async form returns a Work. Keywords of every
+    op: `algorithm` ("auto": the group's algorithm table chooses), `timeout` (seconds; None: the
+    daemon's default) and `name` (shows in the daemon's log). `wire` ("bf16" or "f16"; all-reduce,
+    reduce-scatter and all-gather only): an f32/f64 sum or avg sends its values in 16 bits and adds
+    them in the tensor's own type.
+
+    What every op raises, before anything is sent: TypeError for memory gradsync cannot take
+    (another dtype, not contiguous, read-only, on a GPU, inputs of two dtypes) and ValueError for
+    an unknown op, algorithm or wire type, or an output of the wrong size. Once sent, a failed
+    op raises the gradsync.Error subclass of its code with the daemon's message: Mismatch (the
+    ranks submitted different ops), PeerLost (a member or the daemon is gone), DeadlineExceeded
+    (its timeout passed), GroupChanged (the group re-formed: call group()), Aborted,
+    InvalidArgument (e.g. a wire type the op cannot use), ProtocolError, Internal. An _async op
+    raises those from Work.wait() instead."""
+
+    def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None,
+                 local_rank: Optional[int] = None) -> None:
+        """Connects to the daemon at `socket` (None: socket_from_environment()) within `timeout`
+        seconds (None: 30) as its local rank `local_rank` (None: as the environment says; see
+        README "Local ranks").
+
+        Raises what socket_from_environment() raises when `socket` is None; DeadlineExceeded
+        (a TimeoutError too) when no daemon answers in time; Unauthenticated when this user may
+        not use the socket; InvalidArgument when the daemon serves no such local rank or it has
+        a submitting client already, or LOCAL_RANK is not a local rank; ProtocolError when what
+        answers is not a gradsync daemon."""
         if socket is None:
             socket, from_environment = _daemon_from_environment()
             local_rank = from_environment if local_rank is None else local_rank
-        self.socket = socket
+        self.socket: str = socket
         self._client = _gradsync.Client(self.socket, timeout, local_rank)
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         """Global: the ranks of the hosts before this one's, plus this client's local rank."""
         return self._client.rank
 
     @property
-    def world_size(self):
+    def world_size(self) -> int:
         return self._client.world_size
 
     @property
-    def local_rank(self):
+    def local_rank(self) -> int:
         return self._client.local_rank
 
     @property
-    def local_world_size(self):
+    def local_world_size(self) -> int:
         """How many ranks this client's daemon serves."""
         return self._client.local_world_size
 
     @property
-    def generation(self):
+    def generation(self) -> int:
         """The group's generation whose membership this client last took note of."""
         return self._client.generation
 
-    def group(self, timeout=60.0):
+    def group(self, timeout: float = 60.0) -> None:
         """Takes note of the group as it is now, waiting while its next generation forms: after a
         member was lost, ops fail with GroupChanged until this is called; then rank and
-        world_size say the new ones."""
+        world_size say the new ones.
+
+        Raises DeadlineExceeded when no generation forms within `timeout` seconds, PeerLost when
+        the daemon is gone."""
         self._client.group(timeout)
 
     @property
-    def bytes_copied(self):
+    def bytes_copied(self) -> int:
         """Bytes copied so far between callers' memory and the daemon's; ops in place on the
         memory of allocate() add nothing."""
         return self._client.bytes_copied
 
-    def plan(self):
+    def plan(self) -> str:
         """The group's plan as `gradsync plan` describes it: the network and the algorithm
-        table."""
+        table. Raises DeadlineExceeded or PeerLost when the daemon does not answer."""
         return self._client.plan_text()
 
-    def status(self):
-        """This daemon's view of itself and the group, as `gradsync status` shows it."""
+    def status(self) -> DaemonStatus:
+        """This daemon's view of itself and the group, as `gradsync status` shows it. Raises
+        DeadlineExceeded or PeerLost when the daemon does not answer."""
         return self._client.status()
 
-    def allocate(self, nbytes):
+    def allocate(self, nbytes: int) -> SharedTensor:
         """`nbytes` of the daemon's shared memory, as a SharedTensor: numpy.frombuffer and
-        torch.frombuffer view it, and in-place ops on such a view copy nothing."""
+        torch.frombuffer view it, and in-place ops on such a view copy nothing. Raises PeerLost
+        when the daemon is gone, Internal when the memory cannot be made."""
         return self._client.allocate(int(nbytes))
 
-    def allocate_array(self, shape, dtype):
-        """A NumPy array of `shape` and `dtype` in the daemon's shared memory."""
+    @overload
+    def allocate_array(self, shape: _Shape,
+                       dtype: type[_Element]) -> numpy.typing.NDArray[_Element]: ...
+
+    @overload
+    def allocate_array(self, shape: _Shape,
+                       dtype: numpy.typing.DTypeLike) -> numpy.typing.NDArray[Any]: ...
+
+    def allocate_array(self, shape: _Shape,
+                       dtype: numpy.typing.DTypeLike) -> numpy.typing.NDArray[Any]:
+        """A NumPy array of `shape` and `dtype` in the daemon's shared memory. Raises TypeError
+        for what numpy.dtype does not take, and what allocate() raises."""
         import numpy
 
-        dtype = numpy.dtype(dtype)
+        element = numpy.dtype(dtype)
         count = int(numpy.prod(shape, dtype=numpy.int64))
-        shared = self.allocate(max(count * dtype.itemsize, 1))
-        return numpy.frombuffer(shared, dtype=dtype, count=count).reshape(shape)
+        shared = self.allocate(max(count * element.itemsize, 1))
+        # A SharedTensor exports a buffer, which this typeshed (before PEP 688) cannot say.
+        array: numpy.typing.NDArray[Any] = numpy.frombuffer(  # type: ignore[call-overload]
+            shared, dtype=element, count=count)
+        return array.reshape(shape)
 
-    def bind_thread_beside_daemon(self):
+    def bind_thread_beside_daemon(self) -> bool:
         """Runs the calling thread on the daemon's CPUs where the daemon is bound to some (as
         `gradsync local` binds its workers): a thread that sleeps and wakes on every op then
         wakes where its daemon does. A daemon that spins between ops (--spin-us) gets its CPUs
         to itself: the thread goes to the others, if it may use some. False, changing nothing,
-        where that would not narrow."""
+        where that would not narrow. Raises nothing."""
         return self._client.bind_thread_beside_daemon()
 
-    # Every collective takes C-contiguous CPU memory: a NumPy array, or a torch tensor. The
-    # blocking form returns once the result is in place; the _async form returns a Work.
-    def allreduce(self, tensor, op="sum", **options):
-        """In place: `tensor` holds this rank's values and receives the reduction."""
-        self._client.allreduce(tensor, _options(op, options)).wait()
+    def allreduce(self, tensor: Tensor, op: ReduceOpName = "sum", *,
+                  algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                  name: str = "", wire: Optional[WireName] = None) -> None:
+        """In place: `tensor` holds this rank's values and receives the reduction. Raises as
+        every op does (see Client)."""
+        options = _options(op, algorithm, timeout, name, wire)
+        self._client.allreduce(tensor, options).wait()
 
-    def reduce_scatter(self, input, output, op="sum", **options):
+    def reduce_scatter(self, input: Tensor, output: Tensor, op: ReduceOpName = "sum", *,
+                       algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                       name: str = "", wire: Optional[WireName] = None) -> None:
         """`input` holds every element; `output` receives this rank's chunk of the balanced
-        partition (the first count % p ranks one element more)."""
-        self._client.reduce_scatter(input, output, _options(op, options)).wait()
+        partition (the first count % p ranks one element more). Raises as every op does (see
+        Client); ValueError when `output` is not that chunk's size."""
+        options = _options(op, algorithm, timeout, name, wire)
+        self._client.reduce_scatter(input, output, options).wait()
 
-    def allgather(self, input, output, **options):
-        """`input` is this rank's chunk of the balanced partition of `output`'s elements."""
-        self._client.allgather(input, output, _options("sum", options)).wait()
+    def allgather(self, input: Tensor, output: Tensor, *, algorithm: AlgorithmName = "auto",
+                  timeout: Optional[float] = None, name: str = "",
+                  wire: Optional[WireName] = None) -> None:
+        """`input` is this rank's chunk of the balanced partition of `output`'s elements. Raises
+        as every op does (see Client); ValueError when `input` is not that chunk's size."""
+        options = _options("sum", algorithm, timeout, name, wire)
+        self._client.allgather(input, output, options).wait()
 
-    def broadcast(self, tensor, root=0, **options):
-        self._client.broadcast(tensor, _options("sum", dict(options, root=root))).wait()
+    def broadcast(self, tensor: Tensor, root: int = 0, *, algorithm: AlgorithmName = "auto",
+                  timeout: Optional[float] = None, name: str = "") -> None:
+        """In place: `tensor` receives rank `root`'s values. Raises as every op does (see
+        Client)."""
+        options = _options("sum", algorithm, timeout, name, None, root)
+        self._client.broadcast(tensor, options).wait()
 
-    def alltoall(self, input, output, **options):
+    def alltoall(self, input: Tensor, output: Tensor, *, algorithm: AlgorithmName = "auto",
+                 timeout: Optional[float] = None, name: str = "") -> None:
         """`input` is world_size blocks, block j for rank j; `output` receives block i from
-        rank i."""
-        self._client.alltoall(input, output, _options("sum", options)).wait()
+        rank i. Raises as every op does (see Client); ValueError when the two differ in size or
+        are not world_size blocks."""
+        options = _options("sum", algorithm, timeout, name, None)
+        self._client.alltoall(input, output, options).wait()
 
-    def barrier(self, **options):
-        self._client.barrier(_options("sum", options))
+    def barrier(self, *, algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                name: str = "") -> None:
+        """Returns once every rank has called it. Raises as every op does (see Client)."""
+        self._client.barrier(_options("sum", algorithm, timeout, name, None))
 
-    def allreduce_async(self, tensor, op="sum", **options):
-        return Work(self._client.allreduce(tensor, _options(op, options)), [tensor])
+    def allreduce_async(self, tensor: Tensor, op: ReduceOpName = "sum", *,
+                        algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                        name: str = "", wire: Optional[WireName] = None) -> Work:
+        """As allreduce, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options(op, algorithm, timeout, name, wire)
+        return Work(self._client.allreduce(tensor, options), [tensor])
 
-    def reduce_scatter_async(self, input, output, op="sum", **options):
-        return Work(self._client.reduce_scatter(input, output, _options(op, options)),
-                    [input, output])
+    def reduce_scatter_async(self, input: Tensor, output: Tensor, op: ReduceOpName = "sum", *,
+                             algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                             name: str = "", wire: Optional[WireName] = None) -> Work:
+        """As reduce_scatter, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options(op, algorithm, timeout, name, wire)
+        return Work(self._client.reduce_scatter(input, output, options), [input, output])
 
-    def allgather_async(self, input, output, **options):
-        return Work(self._client.allgather(input, output, _options("sum", options)),
-                    [input, output])
+    def allgather_async(self, input: Tensor, output: Tensor, *,
+                        algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                        name: str = "", wire: Optional[WireName] = None) -> Work:
+        """As allgather, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options("sum", algorithm, timeout, name, wire)
+        return Work(self._client.allgather(input, output, options), [input, output])
 
-    def broadcast_async(self, tensor, root=0, **options):
-        return Work(self._client.broadcast(tensor, _options("sum", dict(options, root=root))),
-                    [tensor])
+    def broadcast_async(self, tensor: Tensor, root: int = 0, *,
+                        algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                        name: str = "") -> Work:
+        """As broadcast, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options("sum", algorithm, timeout, name, None, root)
+        return Work(self._client.broadcast(tensor, options), [tensor])
 
-    def alltoall_async(self, input, output, **options):
-        return Work(self._client.alltoall(input, output, _options("sum", options)),
-                    [input, output])
+    def alltoall_async(self, input: Tensor, output: Tensor, *,
+                       algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                       name: str = "") -> Work:
+        """As alltoall, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options("sum", algorithm, timeout, name, None)
+        return Work(self._client.alltoall(input, output, options), [input, output])
 
 
-_DEFAULT_OPTIONS = {}
+_DEFAULT_OPTIONS: dict[str, OpOptions] = {}
 
 
-def _options(op, options):
-    """OpOptions for `op` and the keywords algorithm, timeout (seconds), name, root and wire
-    ("bf16" or "f16": an f32/f64 sum or avg sends its values in 16 bits and adds them in the
-    tensor's own type); the plain ones are made once, since an op's own cost is a few
+def _options(op: ReduceOpName, algorithm: AlgorithmName, timeout: Optional[float], name: str,
+             wire: Optional[WireName], root: int = 0) -> OpOptions:
+    """The OpOptions of one op; the plain ones are made once, since an op's own cost is a few
     microseconds."""
-    if options:
-        return OpOptions(op=op, **options)
+    if algorithm != "auto" or timeout is not None or name or wire is not None or root != 0:
+        return OpOptions(op=op, algorithm=algorithm, timeout=timeout or 0.0, name=name,
+                         root=root, wire=wire or "")
     if op not in _DEFAULT_OPTIONS:
         _DEFAULT_OPTIONS[op] = OpOptions(op=op)
     return _DEFAULT_OPTIONS[op]

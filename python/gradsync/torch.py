@@ -16,102 +16,149 @@ import atexit
 import collections
 import queue
 import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING, Callable, Generic, Optional, Sequence, TypeVar
 
 import torch
 import torch.distributed as dist
+# GradBucket as torch.distributed has it: DDP refuses a hook whose annotations are not its own.
+from torch._C._distributed_c10d import GradBucket
+from torch.distributed.distributed_c10d import (
+    AllreduceOptions,
+    AllToAllOptions,
+    BarrierOptions,
+    BroadcastOptions,
+    ProcessGroup,
+    ReduceOp,
+    ReduceScatterOptions,
+    Store,
+    Work,
+)
 
 import gradsync
+from gradsync._typing import ReduceOpName, WireName
 
-_REDUCE_OPS = {
-    dist.ReduceOp.SUM: "sum", dist.ReduceOp.AVG: "avg", dist.ReduceOp.MIN: "min",
-    dist.ReduceOp.MAX: "max", dist.ReduceOp.PRODUCT: "prod",
+# No `from __future__ import annotations` here: DDP compares a hook's annotations with torch's
+# classes. A name only the type checker knows is quoted (torch's stub says AllGatherOptions for
+# torch's AllgatherOptions).
+if TYPE_CHECKING:
+    from torch._C._distributed_c10d import AllGatherOptions
+
+_Item = TypeVar("_Item")
+_Result = TypeVar("_Result")  # what a torch Work's future holds once the op is done
+_Tensors = list[torch.Tensor]
+
+# Keyed by object: torch 1.13's stub gives the ops no type.
+_REDUCE_OPS: dict[object, ReduceOpName] = {
+    dist.ReduceOp.SUM: "sum",
+    dist.ReduceOp.AVG: "avg",  # type: ignore[attr-defined]  # torch 1.13's stub lacks AVG
+    dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max", dist.ReduceOp.PRODUCT: "prod",
 }
 
 
-def _reduce_op(op):
+def _reduce_op(op: ReduceOp) -> ReduceOpName:
+    """gradsync's name of torch's reduce op. Raises ValueError for one gradsync has not."""
     for known, name in _REDUCE_OPS.items():
         if op == known:
             return name
     raise ValueError("gradsync reduces with sum, avg, min, max and product; not " + str(op))
 
 
-def _single(tensors, what):
-    if len(tensors) != 1:
-        raise ValueError(f"gradsync's {what} takes one tensor per process, got {len(tensors)}")
-    return tensors[0]
+def _single(items: Sequence[_Item], what: str) -> _Item:
+    """The one tensor (or list) of a collective's argument. Raises ValueError for more or none."""
+    if len(items) != 1:
+        raise ValueError(f"gradsync's {what} takes one tensor per process, got {len(items)}")
+    return items[0]
+
+
+class _Work(Work, Generic[_Result]):
+    """A torch Work over a torch future whose wait() raises the op's error. (Torch 1.13's
+    _create_work_from_future makes one whose wait() returns quietly on a failed future: a failed
+    all_reduce, and DDP's gradient sync, would carry on with whatever the tensor held.)"""
+
+    def __init__(self, future: torch.futures.Future[_Result]) -> None:
+        super().__init__()
+        self._future = future
+
+    def wait(self, timeout: Optional[timedelta] = None) -> bool:
+        """Blocks until the op is done; raises the gradsync.Error (or other exception) it failed
+        with."""
+        self._future.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._future.done()
+
+    def get_future(self) -> torch.futures.Future[_Result]:
+        return self._future
 
 
 class _Completer:
     """One thread that waits for a process group's ops in the order they were submitted (the
     order they complete in: one op stream) and completes their torch futures."""
 
-    def __init__(self, client):
+    def __init__(self, client: gradsync.Client) -> None:
         self._client = client
-        self._pending = queue.SimpleQueue()
+        # Each op's completion, in order; None ends the thread.
+        self._pending: queue.SimpleQueue[Optional[Callable[[], None]]] = queue.SimpleQueue()
         # A Work that C++ (DDP's reducer) holds has lost its Python half once Python holds no
         # reference to it, and its wait() would then block forever in torch's base class: the
         # last works are kept, far more than the buckets that DDP waits for in one step.
-        self._recent = collections.deque(maxlen=4096)
+        self._recent: collections.deque[Work] = collections.deque(maxlen=4096)
         self._thread = threading.Thread(target=self._run, name="gradsync-completer", daemon=True)
         self._thread.start()
         atexit.register(self.close)
 
-    def close(self):
+    def close(self) -> None:
         """Ends the thread before the interpreter ends: a thread that comes back from the client
         library while Python finalizes is killed on its way (std::terminate, exit status 1)."""
         self._pending.put(None)
         self._thread.join(timeout=60)
 
-    def submit(self, work, result, finish=None):
-        future = torch.futures.Future()
-        self._pending.put((work, future, result, finish))
-        handle = _Work(future)
-        self._recent.append(handle)
-        return handle
+    def submit(self, work: gradsync.Work, result: _Result,
+               finish: Optional[Callable[[], object]] = None) -> _Work[_Result]:
+        """A torch Work whose future gets `result` once `work` is done and `finish()` has run,
+        or the exception that either raised."""
+        future: torch.futures.Future[_Result] = torch.futures.Future()
 
-    def _run(self):
-        # This thread sleeps and wakes on every op: beside the daemon, not the training thread,
-        # whose CPU mask its later threads (torch's pool, data loaders) would inherit.
-        self._client.bind_thread_beside_daemon()
-        while True:
-            item = self._pending.get()
-            if item is None:
-                return
-            work, future, result, finish = item
+        def complete() -> None:
             try:
                 work.wait()
                 if finish is not None:
                     finish()
                 future.set_result(result)
             except Exception as error:  # noqa: B902 (handed to whoever waits on the future)
-                future.set_exception(error)
+                future.set_exception(error)  # type: ignore[arg-type]  # torch 1.13's stub: T
+
+        self._pending.put(complete)
+        handle = _Work(future)
+        self._recent.append(handle)
+        return handle
+
+    def _run(self) -> None:
+        # This thread sleeps and wakes on every op: beside the daemon, not the training thread,
+        # whose CPU mask its later threads (torch's pool, data loaders) would inherit.
+        self._client.bind_thread_beside_daemon()
+        while True:
+            complete = self._pending.get()
+            if complete is None:
+                return
+            complete()
 
 
-class _Work(dist._Work):
-    """A torch Work over a torch future whose wait() raises the op's error. (Torch 1.13's
-    _create_work_from_future makes one whose wait() returns quietly on a failed future: a failed
-    all_reduce, and DDP's gradient sync, would carry on with whatever the tensor held.)"""
+class ProcessGroupGradsync(ProcessGroup):
+    """A torch.distributed process group whose collectives run on the local gradsync daemon.
+    Each collective returns at once; its Work's wait() raises the op's gradsync.Error. Raises
+    ValueError, before anything is sent, for what gradsync does not do (several tensors per
+    process, a reduce op other than sum, avg, min, max and product, unequal all-to-all splits)."""
 
-    def __init__(self, future):
-        super().__init__()
-        self._future = future
+    # Torch calls a backend's collectives as (tensors, options); its stub declares instead the
+    # forms a user calls, which these do not match: hence the `type: ignore[override]`s.
 
-    def wait(self, timeout=None):
-        self._future.wait()  # raises the op's exception
-        return True
-
-    def is_completed(self):
-        return self._future.done()
-
-    def get_future(self):
-        return self._future
-
-
-class ProcessGroupGradsync(dist.ProcessGroup):
-    """A torch.distributed process group whose collectives run on the local gradsync daemon."""
-
-    def __init__(self, rank, size, client=None):
-        super().__init__(rank, size)
+    def __init__(self, rank: int, size: int, client: Optional[gradsync.Client] = None) -> None:
+        """Raises RuntimeError when the daemon's rank or group size is not torch's, and what
+        gradsync.Client() raises when `client` is None."""
+        super().__init__(rank, size)  # type: ignore[call-arg,no-untyped-call]  # stub: ()
         self.client = client or gradsync.Client()
         if (self.client.rank, self.client.world_size) != (rank, size):
             raise RuntimeError(
@@ -121,38 +168,46 @@ class ProcessGroupGradsync(dist.ProcessGroup):
                 "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK)")
         self._completer = _Completer(self.client)
 
-    def getBackendName(self):
+    def getBackendName(self) -> str:
         return "gradsync"
 
-    def _done(self, work, result, finish=None):
+    def _done(self, work: gradsync.Work, result: _Result,
+              finish: Optional[Callable[[], object]] = None) -> _Work[_Result]:
         return self._completer.submit(work, result, finish)
 
-    def allreduce(self, tensors, opts=None):
+    def allreduce(  # type: ignore[override]
+            self, tensors: _Tensors, opts: Optional[AllreduceOptions] = None) -> _Work[_Tensors]:
         tensor = _single(tensors, "all_reduce")
         op = _reduce_op(opts.reduceOp) if opts is not None else "sum"
         return self._done(self.client.allreduce_async(tensor, op=op), tensors)
 
-    def broadcast(self, tensors, opts):
+    def broadcast(  # type: ignore[override]
+            self, tensors: _Tensors, opts: BroadcastOptions) -> _Work[_Tensors]:
         tensor = _single(tensors, "broadcast")
         return self._done(self.client.broadcast_async(tensor, root=opts.rootRank), tensors)
 
-    def allgather(self, output_lists, input_tensors, opts=None):
+    def allgather(  # type: ignore[override]
+            self, output_lists: list[_Tensors], input_tensors: _Tensors,
+            opts: "Optional[AllGatherOptions]" = None) -> _Work[list[_Tensors]]:
         tensor = _single(input_tensors, "all_gather")
         outputs = _single(output_lists, "all_gather")
         gathered = torch.empty(self.size() * tensor.numel(), dtype=tensor.dtype)
         work = self.client.allgather_async(tensor.contiguous().view(-1), gathered)
 
-        def scatter_back():
+        def scatter_back() -> None:
             for output, part in zip(outputs, gathered.chunk(self.size())):
                 output.copy_(part.view_as(output))
 
         return self._done(work, output_lists, scatter_back)
 
-    def _allgather_base(self, output, input, opts=None):
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor,
+                        opts: "Optional[AllGatherOptions]" = None) -> _Work[_Tensors]:
         return self._done(self.client.allgather_async(input.contiguous().view(-1),
                                                       output.view(-1)), [output])
 
-    def reduce_scatter(self, outputs, input_lists, opts):
+    def reduce_scatter(  # type: ignore[override]
+            self, outputs: _Tensors, input_lists: list[_Tensors],
+            opts: ReduceScatterOptions) -> _Work[_Tensors]:
         output = _single(outputs, "reduce_scatter")
         inputs = _single(input_lists, "reduce_scatter")
         whole = torch.cat([tensor.contiguous().view(-1) for tensor in inputs])
@@ -160,32 +215,41 @@ class ProcessGroupGradsync(dist.ProcessGroup):
         work = self.client.reduce_scatter_async(whole, flat, op=_reduce_op(opts.reduceOp))
         return self._done(work, outputs, lambda: output.copy_(flat.view_as(output)))
 
-    def _reduce_scatter_base(self, output, input, opts):
+    def _reduce_scatter_base(  # type: ignore[override]
+            self, output: torch.Tensor, input: torch.Tensor,
+            opts: ReduceScatterOptions) -> _Work[_Tensors]:
         return self._done(self.client.reduce_scatter_async(
             input.contiguous().view(-1), output.view(-1), op=_reduce_op(opts.reduceOp)),
             [output])
 
-    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts):
+    def alltoall_base(  # type: ignore[override]
+            self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int],
+            input_split_sizes: list[int], opts: AllToAllOptions) -> _Work[_Tensors]:
         if output_split_sizes or input_split_sizes:
             raise ValueError("gradsync's all_to_all_single takes equal splits only")
         return self._done(self.client.alltoall_async(input.contiguous().view(-1),
                                                      output.view(-1)), [output])
 
-    def barrier(self, opts=None):
+    def barrier(self, opts: Optional[BarrierOptions] = None) -> _Work[_Tensors]:
         return self._done(self.client.allreduce_async(torch.zeros(1)), [])
 
 
-def _create(store, rank, world_size, timeout):
+def _create(store: Store, rank: int, world_size: int,
+            timeout: timedelta) -> ProcessGroupGradsync:
     return ProcessGroupGradsync(rank, world_size)
 
 
-def allreduce_avg_hook(process_group, bucket):
+def allreduce_avg_hook(process_group: object,
+                       bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
     """A DDP communication hook: the bucket's gradients averaged over every rank by gradsync
-    (model.register_comm_hook(group, allreduce_avg_hook)), whatever the group's backend."""
+    (model.register_comm_hook(group, allreduce_avg_hook)), whatever the group's backend. Raises
+    TypeError when `process_group` is not the gradsync process group; the future carries the
+    op's gradsync.Error."""
     return _averaged(process_group, bucket, "allreduce_avg_hook")
 
 
-def bf16_wire_hook(process_group, bucket):
+def bf16_wire_hook(process_group: object,
+                   bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
     """As allreduce_avg_hook, with the gradients sent as bfloat16: half the bytes of f32, and,
     unlike torch's bf16_compress_hook (which Debian's CPU-only torch refuses, and which sums in
     bfloat16), every addition done in f32: each value is rounded only when it is sent (README
@@ -194,20 +258,22 @@ def bf16_wire_hook(process_group, bucket):
     return _averaged(process_group, bucket, "bf16_wire_hook", wire="bf16")
 
 
-def f16_wire_hook(process_group, bucket):
+def f16_wire_hook(process_group: object,
+                  bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
     """As bf16_wire_hook, with IEEE float16 on the wire: more precision than bfloat16, less
     range (magnitudes past 65504 become inf)."""
     return _averaged(process_group, bucket, "f16_wire_hook", wire="f16")
 
 
-def _averaged(process_group, bucket, hook, **options):
+def _averaged(process_group: object, bucket: GradBucket, hook: str,
+              wire: Optional[WireName] = None) -> torch.futures.Future[torch.Tensor]:
     if not isinstance(process_group, ProcessGroupGradsync):
         raise TypeError(f"{hook} needs the gradsync process group as its state")
     tensor = bucket.buffer()
-    work = process_group.client.allreduce_async(tensor, op="avg", **options)
+    work = process_group.client.allreduce_async(tensor, op="avg", wire=wire)
     return process_group._done(work, [tensor]).get_future().then(
         lambda future: future.value()[0])
 
 
 if "GRADSYNC" not in dist.Backend._plugins:
-    dist.Backend.register_backend("gradsync", _create)
+    dist.Backend.register_backend("gradsync", _create)  # type: ignore[no-untyped-call]

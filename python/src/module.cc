@@ -31,21 +31,33 @@ std::map<ErrorCode, PyObject*>& exception_classes() {
 void add_exception_classes(py::module_& module) {
   static PyObject* base = PyErr_NewException("gradsync.Error", PyExc_RuntimeError, nullptr);
   module.attr("Error") = py::handle(base);
-  const std::pair<ErrorCode, const char*> named[] = {
-      {ErrorCode::invalid_argument, "InvalidArgument"},
+  // Where Python has a class of its own for the failure, the code's class is that one too, so
+  // that `except TimeoutError` and `except ValueError` catch them as they catch the others'.
+  struct Named {
+    ErrorCode code;
+    const char* name;
+    PyObject* also = nullptr;
+  };
+  const Named named[] = {
+      {ErrorCode::invalid_argument, "InvalidArgument", PyExc_ValueError},
       {ErrorCode::mismatch, "Mismatch"},
       {ErrorCode::peer_lost, "PeerLost"},
-      {ErrorCode::deadline_exceeded, "DeadlineExceeded"},
+      {ErrorCode::deadline_exceeded, "DeadlineExceeded", PyExc_TimeoutError},
       {ErrorCode::protocol_error, "ProtocolError"},
       {ErrorCode::aborted, "Aborted"},
       {ErrorCode::unauthenticated, "Unauthenticated"},
       {ErrorCode::group_changed, "GroupChanged"},
       {ErrorCode::internal, "Internal"},
   };
-  for (const auto& [code, name] : named) {
-    PyObject* type = PyErr_NewException(("gradsync." + std::string(name)).c_str(), base, nullptr);
-    exception_classes()[code] = type;
-    module.attr(name) = py::handle(type);
+  for (const Named& each : named) {
+    const py::object bases =
+        each.also != nullptr ? py::object(py::make_tuple(py::handle(base), py::handle(each.also)))
+                             : py::reinterpret_borrow<py::object>(base);
+    PyObject* type =
+        PyErr_NewException(("gradsync." + std::string(each.name)).c_str(), bases.ptr(), nullptr);
+    if (type == nullptr) throw py::error_already_set();
+    exception_classes()[each.code] = type;
+    module.attr(each.name) = py::handle(type);
   }
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
@@ -234,6 +246,8 @@ py::dict status_dict(const DaemonStatus& status) {
 }  // namespace
 }  // namespace gradsync
 
+// What this defines, python/gradsync/_gradsync.pyi declares for type checkers: the two change
+// together.
 PYBIND11_MODULE(_gradsync, module) {
   using namespace gradsync;
   module.doc() = "The gradsync client library (see the gradsync package)";

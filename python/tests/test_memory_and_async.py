@@ -1,5 +1,7 @@
 """Shared memory without copies, async ops overlapping compute, and torch CPU tensors."""
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -58,6 +60,42 @@ def test_async_ops_overlap_compute_and_call_back_when_done(group3):
         assert busy > 0
 
 
+def waiting_thread(work):
+    """A thread inside work.wait(), which cannot return before the op's other ranks submit."""
+    thread = threading.Thread(target=work.wait, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread.ident)
+        if frame is not None and frame.f_code is gradsync.Work.wait.__code__:
+            time.sleep(0.05)  # past wait()'s first lines, into the client library's wait
+            return thread
+        time.sleep(0.001)
+    raise AssertionError("the thread did not start waiting within 10 s")
+
+
+def test_a_callback_is_added_at_once_while_another_thread_waits(group2):
+    first, second = group2.clients
+    work = first.allreduce_async(np.ones(4, dtype=np.float32))
+    waiter = waiting_thread(work)
+    seen = []
+    called = threading.Event()
+
+    def callback(finished):
+        seen.append(finished)
+        called.set()
+
+    adder = threading.Thread(target=work.add_done_callback, args=(callback,), daemon=True)
+    adder.start()
+    adder.join(timeout=10)
+    added_while_waiting = not adder.is_alive()
+    pending = (work.done(), work.exception(), called.is_set())
+    second.allreduce(np.ones(4, dtype=np.float32))  # rank 1's part: now the op ends
+    assert called.wait(timeout=30)
+    waiter.join(timeout=30)
+    assert added_while_waiting, "add_done_callback waited for the other thread's wait()"
+    assert pending == (False, None, False)
+    assert seen == [work] and work.done() and work.exception() is None
 
 
 def test_torch_cpu_tensors_of_every_dtype_including_bfloat16(group3):
