@@ -185,7 +185,7 @@ class Client:
                  local_rank: Optional[int] = None) -> None:
         """Connects to the daemon at `socket` (None: socket_from_environment()) within `timeout`
         seconds (None: 30) as its local rank `local_rank` (None: as the environment says; see
-        README "Local ranks").
+        docs/clusters.md, "Local ranks").
 
         Raises what socket_from_environment() raises when `socket` is None; DeadlineExceeded
         (a TimeoutError too) when no daemon answers in time; Unauthenticated when this user may
@@ -221,7 +221,7 @@ class Client:
         """The group's generation whose membership this client last took note of."""
         return self._client.generation
 
-    def group(self, timeout: float = 60.0) -> None:
+    def group(self, timeout: float = _gradsync.DEFAULT_GROUP_TIMEOUT) -> None:
         """Takes note of the group as it is now, waiting while its next generation forms: after a
         member was lost, ops fail with GroupChanged until this is called; then rank and
         world_size say the new ones.

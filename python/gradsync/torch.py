@@ -252,8 +252,8 @@ def bf16_wire_hook(process_group: object,
                    bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
     """As allreduce_avg_hook, with the gradients sent as bfloat16: half the bytes of f32, and,
     unlike torch's bf16_compress_hook (which Debian's CPU-only torch refuses, and which sums in
-    bfloat16), every addition done in f32: each value is rounded only when it is sent (README
-    "Semantics" bounds the error). Not named like torch's hook: DDP rejects that name without
+    bfloat16), every addition done in f32: each value is rounded only when it is sent (docs/clients.md,
+    "Semantics", bounds the error). Not named like torch's hook: DDP rejects that name without
     CUDA."""
     return _averaged(process_group, bucket, "bf16_wire_hook", wire="bf16")
 

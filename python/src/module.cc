@@ -243,6 +243,10 @@ py::dict status_dict(const DaemonStatus& status) {
   return result;
 }
 
+// Client::group()'s default, in the seconds Python speaks.
+constexpr double kDefaultGroupTimeoutSeconds =
+    std::chrono::duration<double>(kDefaultGroupTimeout).count();
+
 }  // namespace
 }  // namespace gradsync
 
@@ -250,6 +254,7 @@ py::dict status_dict(const DaemonStatus& status) {
 // together.
 PYBIND11_MODULE(_gradsync, module) {
   using namespace gradsync;
+  module.attr("DEFAULT_GROUP_TIMEOUT") = kDefaultGroupTimeoutSeconds;
   module.doc() = "The gradsync client library (see the gradsync package)";
   add_exception_classes(module);
 
@@ -291,7 +296,7 @@ PYBIND11_MODULE(_gradsync, module) {
           [](Client& client, double timeout_s) {
             client.group(std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000 + 0.5)));
           },
-          py::arg("timeout") = 60.0, Release())
+          py::arg("timeout") = kDefaultGroupTimeoutSeconds, Release())
       .def_property_readonly("daemon_cpus", &Client::daemon_cpus)
       .def_property_readonly("bytes_copied", &Client::bytes_copied)
       .def("plan_text",
