@@ -133,9 +133,11 @@ TEST(ClusterCoordinatorLoss, WithoutACoordinatorOpsFailOnceTheCoordinatorTimeout
   options.worker_flags = {"--coordinator-timeout-ms", "1500"};
   testing::TestCluster cluster = testing::start_cluster(options);
   ASSERT_EQ(cluster.clients.size(), 2u);
+  // Taken before the kill: a worker may see its coordinator gone before the wait for the dead
+  // process returns here, and its timeout counts from then.
+  const auto killed_at = Clock::now();
   ::kill(cluster.cluster->coordinator().pid(), SIGKILL);
   cluster.cluster->coordinator().wait();
-  const auto killed_at = Clock::now();
   // The first rank past its timeout ends its generation, which the other may see first as its
   // peer gone; past its own timeout it says why too.
   std::vector<std::string> errors(2);
