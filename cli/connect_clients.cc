@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <thread>
 
 #include "cli/size_list.h"
 
@@ -29,19 +28,10 @@ std::vector<Client> connect_clients(const std::vector<std::string>& paths,
     // A daemon that serves several local ranks is listed once for each, in local-rank order.
     const auto local_rank =
         static_cast<int>(std::count(paths.begin(), paths.begin() + index, path));
-    while (true) {
-      try {
-        clients.push_back(Client::connect(path, std::chrono::seconds(30), local_rank));
-        break;
-      } catch (const ClientError& error) {
-        // Only a daemon that is not there yet is waited for; one that refused this client, or a
-        // socket path that cannot be one, has said its last.
-        const bool not_there_yet =
-            error.code() == ErrorCode::peer_lost || error.code() == ErrorCode::deadline_exceeded;
-        if (!not_there_yet || std::chrono::steady_clock::now() > give_up) throw;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
+    const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   give_up - std::chrono::steady_clock::now()),
+                               std::chrono::milliseconds(0));
+    clients.push_back(Client::connect(path, ConnectOptions{left, local_rank, {}, {}}));
   }
   return clients;
 }

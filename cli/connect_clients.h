@@ -14,9 +14,9 @@ namespace gradsync::cli {
 // The socket paths of `sockets`; throws CLI::ValidationError naming `flag` if there are none.
 std::vector<std::string> socket_paths(const std::string& sockets, const std::string& flag);
 
-// Retries each socket until `patience` has passed, since daemons started beside this process
-// (containers, scripts) may not serve clients yet; throws ClientError for a daemon that cannot be
-// reached in time.
+// Waits for each socket until `patience` has passed in all, since daemons started beside this
+// process (containers, scripts) may not serve clients yet; throws ClientError for a daemon that
+// cannot be reached in time.
 std::vector<Client> connect_clients(const std::vector<std::string>& paths,
                                     std::chrono::milliseconds patience);
 

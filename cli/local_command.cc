@@ -1,8 +1,11 @@
 #include "cli/local_command.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -49,14 +52,23 @@ int run_local(const LocalOptions& options) {
   std::fflush(stdout);
   const std::string sockets = "GRADSYNC_SOCKETS=" + joined(by_rank);
   if (options.command.empty()) {
-    std::printf("gradsync local: %d workers ready (%d ranks); export %s; Ctrl-C stops them\n",
+    std::printf("gradsync local: %d workers ready (%d ranks); export %s (and GRADSYNC_JOB, one "
+                "name per run, for a job of several processes); Ctrl-C stops them\n",
                 options.cluster.workers, static_cast<int>(by_rank.size()), sockets.c_str());
     std::fflush(stdout);
     int received = 0;
     sigwait(&signals, &received);
     return 0;
   }
-  ChildProcess command = ChildProcess::start(options.command, "", {sockets});
+  // The command is one job, whatever processes it starts; a job named by the caller stays its.
+  std::vector<std::string> environment{sockets};
+  if (const char* job = std::getenv("GRADSYNC_JOB"); job == nullptr || *job == '\0') {
+    environment.push_back("GRADSYNC_JOB=local " + std::to_string(::getpid()) + " at " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count()));
+  }
+  ChildProcess command = ChildProcess::start(options.command, "", environment);
   return command.wait();
 }
 

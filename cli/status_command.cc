@@ -27,6 +27,7 @@ nlohmann::json status_json(const DaemonStatus& status) {
           {"generation", status.generation},
           {"data_address", status.data_addresses.at(status.rank)},
           {"clients", status.clients},
+          {"job", status.job},
           {"submitter_pid", status.submitter_pid},
           {"ops_served", status.ops_served},
           {"ops_failed", status.ops_failed},
@@ -39,18 +40,19 @@ void print_table(const std::vector<DaemonStatus>& statuses) {
   const DaemonStatus& first = statuses.front();
   std::printf("group of %d, generation %llu; %zu of its daemons asked\n", first.world_size,
               static_cast<unsigned long long>(first.generation), statuses.size());
-  std::printf("%4s  %-24s %7s %10s %10s %8s %12s  %s\n", "rank", "data address", "clients",
-              "submitter", "ops", "failed", "heartbeat", "coordinator");
+  std::printf("%4s  %-24s %7s %10s %10s %8s %12s  %-12s %s\n", "rank", "data address", "clients",
+              "submitter", "ops", "failed", "heartbeat", "coordinator", "job");
   for (const DaemonStatus& status : statuses) {
     const std::string submitter =
         status.submitter_pid > 0 ? "pid " + std::to_string(status.submitter_pid) : "-";
     const std::string heartbeat =
         std::to_string(static_cast<long long>(status.heartbeat_age_ms + 0.5)) + " ms ago";
-    std::printf("%4d  %-24s %7d %10s %10llu %8llu %12s  %s\n", status.rank,
+    std::printf("%4d  %-24s %7d %10s %10llu %8llu %12s  %-12s %s\n", status.rank,
                 status.data_addresses.at(status.rank).c_str(), status.clients, submitter.c_str(),
                 static_cast<unsigned long long>(status.ops_served),
                 static_cast<unsigned long long>(status.ops_failed), heartbeat.c_str(),
-                status.coordinator.ok() ? "connected" : status.coordinator.to_string().c_str());
+                status.coordinator.ok() ? "connected" : status.coordinator.to_string().c_str(),
+                status.job.empty() ? "-" : status.job.c_str());
   }
 }
 

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <iterator>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -36,10 +37,10 @@ std::byte* SharedTensor::data() const {
 }
 std::size_t SharedTensor::size() const { return region_ != nullptr ? region_->memory.size() : 0; }
 
-std::uint64_t Client::bytes_copied() const { return connection_->bytes_copied(); }
+std::uint64_t Client::bytes_copied() const { return open()->bytes_copied(); }
 
 SharedTensor Client::allocate(std::size_t bytes) {
-  return SharedTensor(connection_.get(), connection_->lend(std::max<std::size_t>(bytes, 1)));
+  return SharedTensor(connection_.get(), open()->lend(std::max<std::size_t>(bytes, 1)));
 }
 
 void Handle::wait() {
@@ -63,35 +64,71 @@ static int local_rank_from_environment() {
   return value;
 }
 
-Client Client::connect(const std::string& socket_path, std::chrono::milliseconds timeout,
-                       std::optional<int> local_rank) {
-  const auto deadline = net::Deadline::after(timeout);
-  net::UniqueFd socket;
-  throw_if_failed(net::connect_unix(socket_path, deadline, socket));
+// Connects to the daemon's socket, waiting until `deadline` for it to appear and take connections:
+// a daemon that is starting has none yet, or one that refuses.
+static net::UniqueFd connect_waiting(const std::string& socket_path,
+                                     std::chrono::milliseconds timeout, net::Deadline deadline) {
+  while (true) {
+    net::UniqueFd socket;
+    const Status status = net::connect_unix(socket_path, deadline, socket);
+    if (status.ok()) return socket;
+    if (status.code() != ErrorCode::peer_lost) throw ClientError(status);
+    if (deadline.expired()) {
+      throw ClientError(Status(ErrorCode::deadline_exceeded,
+                               "no gradsync daemon served " + socket_path + " within " +
+                                   std::to_string(timeout.count()) +
+                                   " ms of waiting for it (" + status.message() + ")"));
+    }
+    std::this_thread::sleep_for(std::min<net::Clock::duration>(
+        std::chrono::milliseconds(50), deadline.when() - net::Clock::now()));
+  }
+}
+
+Client Client::connect(const std::string& socket_path, const ConnectOptions& options) {
+  const auto deadline = net::Deadline::after(options.timeout);
+  const int local_rank = options.local_rank ? *options.local_rank : local_rank_from_environment();
+  ClientNames names(options.job, options.stream, socket_path, local_rank);
   auto connection = std::make_unique<ClientConnection>(
-      std::move(socket), local_rank ? *local_rank : local_rank_from_environment());
-  connection->hello(deadline);
+      connect_waiting(socket_path, options.timeout, deadline), local_rank, std::move(names));
+  connection->hello(net::Deadline(std::max(deadline.when(), net::Clock::now() + kHelloAtLeast)));
+  connection->keep_names();
   return Client(std::move(connection));
 }
 
+Client Client::connect(const std::string& socket_path, std::chrono::milliseconds timeout,
+                       std::optional<int> local_rank) {
+  return connect(socket_path, ConnectOptions{timeout, local_rank, {}, {}});
+}
+
 Client::Client(std::unique_ptr<ClientConnection> connection) : connection_(std::move(connection)) {}
+
+ClientConnection* Client::open() const {
+  if (connection_ == nullptr) {
+    throw ClientError(Status(ErrorCode::invalid_argument, "the client is closed"));
+  }
+  return connection_.get();
+}
+
+void Client::close() { connection_.reset(); }
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 Client::~Client() = default;
 
-int Client::rank() const { return connection_->rank(); }
-int Client::world_size() const { return connection_->world_size(); }
-int Client::local_rank() const { return connection_->local_rank(); }
-int Client::local_world_size() const { return connection_->local_world_size(); }
-std::uint64_t Client::generation() const { return connection_->generation(); }
+int Client::rank() const { return open()->rank(); }
+int Client::world_size() const { return open()->world_size(); }
+int Client::local_rank() const { return open()->local_rank(); }
+int Client::local_world_size() const { return open()->local_world_size(); }
+std::uint64_t Client::generation() const { return open()->generation(); }
+const std::string& Client::job() const { return open()->job(); }
+const std::string& Client::stream() const { return open()->stream(); }
 
 void Client::group(std::chrono::milliseconds timeout) {
   const proto::DaemonToClient answer =
-      connection_->ask(connection_->hello_request(), &proto::DaemonToClient::has_hello,
+      open()->ask(open()->hello_request(), &proto::DaemonToClient::has_hello,
                        net::Deadline::after(timeout));
-  connection_->take_hello(answer.hello());
+  open()->take_hello(answer.hello());
 }
-const std::vector<int>& Client::daemon_cpus() const { return connection_->daemon_cpus(); }
+const std::vector<int>& Client::daemon_cpus() const { return open()->daemon_cpus(); }
 
 bool Client::bind_thread_beside_daemon() {
   const std::vector<int> allowed = net::allowed_cpus();
@@ -99,7 +136,7 @@ bool Client::bind_thread_beside_daemon() {
   std::vector<int> chosen;
   // A daemon that spins between ops does not sleep and wake: this thread, spinning on its results
   // on the same CPU, would take turns with it, a context switch each way.
-  if (connection_->daemon_spins()) {
+  if (open()->daemon_spins()) {
     std::set_difference(allowed.begin(), allowed.end(), daemon.begin(), daemon.end(),
                         std::back_inserter(chosen));
   }
@@ -113,7 +150,7 @@ bool Client::bind_thread_beside_daemon() {
 GroupPlan full_plan(Client& client, std::chrono::milliseconds timeout) {
   proto::ClientToDaemon request;
   request.mutable_plan_request();
-  const proto::DaemonToClient answer = client.connection_->ask(
+  const proto::DaemonToClient answer = client.open()->ask(
       request, &proto::DaemonToClient::has_plan, net::Deadline::after(timeout));
   GroupPlan plan;
   throw_if_failed(from_proto(answer.plan(), plan));
@@ -134,13 +171,14 @@ DaemonStatus Client::status(std::chrono::milliseconds timeout) {
   proto::ClientToDaemon request;
   request.mutable_status_request();
   const proto::DaemonToClient reply =
-      connection_->ask(request, &proto::DaemonToClient::has_status, net::Deadline::after(timeout));
+      open()->ask(request, &proto::DaemonToClient::has_status, net::Deadline::after(timeout));
   const proto::DaemonStatus& answer = reply.status();
   DaemonStatus status{answer.rank(),
                       answer.world_size(),
                       answer.generation(),
                       {},
                       answer.clients(),
+                      answer.job(),
                       answer.submitter_pid(),
                       answer.ops_served(),
                       answer.ops_failed(),
@@ -167,7 +205,7 @@ Handle Client::allreduce_async(void* data, std::size_t count, DataType type,
                         data,
                         0,
                         bytes};
-  return Handle(connection_->submit(submission, options));
+  return Handle(open()->submit(submission, options));
 }
 
 Handle Client::reduce_scatter_async(const void* input, std::size_t count, void* output,
@@ -182,7 +220,7 @@ Handle Client::reduce_scatter_async(const void* input, std::size_t count, void* 
                         output,
                         mine.offset * size,
                         mine.count * size};
-  return Handle(connection_->submit(submission, options));
+  return Handle(open()->submit(submission, options));
 }
 
 Handle Client::allgather_async(const void* input, void* output, std::size_t count, DataType type,
@@ -197,7 +235,7 @@ Handle Client::allgather_async(const void* input, void* output, std::size_t coun
                         output,
                         0,
                         count * size};
-  return Handle(connection_->submit(submission, options));
+  return Handle(open()->submit(submission, options));
 }
 
 Handle Client::broadcast_async(void* data, std::size_t count, DataType type,
@@ -207,7 +245,7 @@ Handle Client::broadcast_async(void* data, std::size_t count, DataType type,
   // Only the root's bytes matter; the others' are overwritten.
   const std::uint64_t input_bytes = rank() == options.root ? bytes : 0;
   Submission submission{shape, type, data, 0, input_bytes, data, 0, bytes};
-  return Handle(connection_->submit(submission, options));
+  return Handle(open()->submit(submission, options));
 }
 
 Handle Client::alltoall_async(const void* input, void* output, std::size_t block_count,
@@ -215,7 +253,7 @@ Handle Client::alltoall_async(const void* input, void* output, std::size_t block
   const OpShape shape{Collective::alltoall, world_size(), block_count, element_size(type)};
   const std::uint64_t bytes = data_bytes(shape);
   Submission submission{shape, type, input, 0, bytes, output, bytes, bytes};
-  return Handle(connection_->submit(submission, options));
+  return Handle(open()->submit(submission, options));
 }
 
 void Client::allreduce(void* data, std::size_t count, DataType type, const OpOptions& options) {
@@ -238,7 +276,7 @@ void Client::alltoall(const void* input, void* output, std::size_t block_count, 
 }
 void Client::barrier(const OpOptions& options) {
   Submission submission{{Collective::barrier, world_size(), 0, 1}, DataType::u8};
-  Handle(connection_->submit(submission, options)).wait();
+  Handle(open()->submit(submission, options)).wait();
 }
 
 }  // namespace gradsync

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "client/gradsync_client.h"
+#include "client/job_identity.h"
 #include "collective/schedule.h"
 #include "net/message_stream.h"
 #include "net/op_queue.h"
@@ -27,6 +28,9 @@ namespace gradsync {
 
 // A daemon gives up on an op at its timeout; the client waits this much longer for the verdict.
 inline constexpr auto kResultGrace = std::chrono::seconds(10);
+// A daemon that took the connection has at least this long to answer its hello, however short the
+// caller's wait for the daemon to appear.
+inline constexpr auto kHelloAtLeast = std::chrono::seconds(5);
 inline constexpr std::uint64_t kMinRegionBytes = 64 << 10;
 
 inline void throw_if_failed(const Status& status) {
@@ -75,14 +79,24 @@ struct Submission {
 
 class ClientConnection {
  public:
-  ClientConnection(net::UniqueFd socket, int local_rank)
-      : socket_(std::move(socket)), reader_(socket_.get()), local_rank_(local_rank) {}
+  ClientConnection(net::UniqueFd socket, int local_rank, ClientNames names)
+      : socket_(std::move(socket)),
+        reader_(socket_.get()),
+        local_rank_(local_rank),
+        names_(std::move(names)) {}
 
   proto::ClientToDaemon hello_request() const {
     proto::ClientToDaemon request;
     request.mutable_hello()->set_local_rank(local_rank_);
+    request.mutable_hello()->set_job(names_.job());
+    request.mutable_hello()->set_stream(names_.stream());
     return request;
   }
+
+  // The hello was answered: the client is connected under its names.
+  void keep_names() { names_.keep(); }
+  const std::string& job() const { return names_.job(); }
+  const std::string& stream() const { return names_.stream(); }
 
   // Attaches the connection's op queue, then says hello.
   void hello(net::Deadline deadline) {
@@ -378,6 +392,7 @@ class ClientConnection {
   int rank_ = 0;
   int world_size_ = 1;
   const int local_rank_;
+  ClientNames names_;
   int local_world_size_ = 1;
   std::uint64_t generation_ = 0;
   std::vector<int> daemon_cpus_;

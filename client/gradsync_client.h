@@ -2,9 +2,11 @@
 // gets the reduced tensors back. Tensor bytes move through shared memory; the daemon's unix socket
 // carries only small control messages.
 //
-// Ops run in the order each rank submits them, and every rank must submit the same sequence. An op
-// that another rank submits differently (count, dtype, op, collective) fails on every rank with an
-// error naming both sides.
+// Every client belongs to a training job and submits one op stream of it (docs/clients.md, "Jobs"):
+// ops pair across ranks by (job, stream, place in the stream), so every rank must submit the same
+// sequence on each stream. An op that another rank submits differently (count, dtype, op,
+// collective) fails on every rank with an error naming both sides; an op of another job never
+// pairs with it.
 #pragma once
 
 #include <chrono>
@@ -53,7 +55,8 @@ struct DaemonStatus {
   std::uint64_t generation = 0;
   std::vector<std::string> data_addresses;  // by rank
   int clients = 0;                          // connections open now, the asking one included
-  int submitter_pid = 0;                    // the client whose ops the rank takes; 0: none
+  std::string job;                          // the job the daemon serves; empty: none
+  int submitter_pid = 0;                    // that job's first client there; 0: none
   std::uint64_t ops_served = 0;             // failed ones included
   std::uint64_t ops_failed = 0;
   double heartbeat_age_ms = 0;  // since the coordinator's socket last took a heartbeat
@@ -130,17 +133,39 @@ class Handle {
   std::shared_ptr<OpState> state_;
 };
 
+struct ConnectOptions {
+  // How long to wait for the daemon: for its socket to appear (a training process may start
+  // beside its daemon), and for it to answer (a daemon that took the connection gets 5 s at
+  // least).
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  // Which of the daemon's local ranks the client is; empty: LOCAL_RANK (as torchrun sets it),
+  // else 0. A daemon started with --local-ranks L serves local ranks 0 to L - 1.
+  std::optional<int> local_rank;
+  // The training job; empty: GRADSYNC_JOB, else what torchrun or Slurm says, else a job of this
+  // process alone (until all its clients are closed). Every process of a job must name the same
+  // one, and each run its own.
+  std::string job;
+  // The op stream within the job; empty: "0" for the process's first client of the job on this
+  // daemon and local rank, "1" for its second, and so on.
+  std::string stream;
+};
+
 class Client {
  public:
-  // Connects to the daemon listening on `socket_path` as its local rank `local_rank` (by default
-  // LOCAL_RANK from the environment, as torchrun sets it, else 0); throws ClientError. A daemon
-  // started with --local-ranks L serves local ranks 0 to L - 1, one submitting client each.
+  // Connects to the daemon listening on `socket_path`; throws ClientError.
+  static Client connect(const std::string& socket_path, const ConnectOptions& options);
   static Client connect(const std::string& socket_path,
                         std::chrono::milliseconds timeout = std::chrono::seconds(30),
                         std::optional<int> local_rank = std::nullopt);
   Client(Client&&) noexcept;
   Client& operator=(Client&&) noexcept;
+  // Closes the connection, as close() does.
   ~Client();
+
+  // Ends the connection: its stream ends on every rank (an op of it that another rank runs and
+  // that waits for this one fails there at once), and every later call throws ClientError. Its
+  // ops in flight must have been waited for, and its SharedTensors be gone.
+  void close();
 
   // This rank and the group's size, as of the generation the client last took note of. Ranks are
   // global and host-major: a host's first rank is the number of ranks of the hosts before it.
@@ -150,6 +175,9 @@ class Client {
   int local_rank() const;
   int local_world_size() const;
   std::uint64_t generation() const;
+  // The job and the stream its ops belong to.
+  const std::string& job() const;
+  const std::string& stream() const;
   // Takes note of the group as it is now, waiting while a new generation forms: after an op
   // failed because a member was lost (PEER_LOST, ABORTED) the group re-forms, and later ops fail
   // with GROUP_CHANGED until this is called. rank() and world_size() then say the new ones.
@@ -206,6 +234,8 @@ class Client {
  private:
   friend GroupPlan full_plan(Client& client, std::chrono::milliseconds timeout);
   explicit Client(std::unique_ptr<ClientConnection> connection);
+  // The connection; throws once closed.
+  ClientConnection* open() const;
   std::unique_ptr<ClientConnection> connection_;
 };
 

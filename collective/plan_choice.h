@@ -62,7 +62,7 @@ int size_log2(std::uint64_t bytes);
 
 // What auto runs for op `op_id` of `collective` with `bytes` on the wire: the plan's table, or a
 // trial of the plan (one op in its `every`, picked by a hash of the op id, which every rank of the
-// generation shares, so every rank picks the same).
+// op shares, so every rank picks the same).
 Algorithm algorithm_for_op(const GroupPlan& plan, Collective collective, std::uint64_t bytes,
                            std::uint64_t op_id);
 

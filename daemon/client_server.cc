@@ -28,7 +28,7 @@ using Session = std::shared_ptr<ClientSession>;
 class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loop> {
  public:
   Loop(asio::io_context& io, net::UniqueFd listener, net::ClientAccess access,
-       proto::DaemonHello hello, proto::GroupPlan plan, RunLocalOps run, StatusSource status)
+       proto::DaemonHello hello, proto::GroupPlan plan, ServerHooks hooks)
       : io_(io),
         acceptor_(
             io, std::move(listener), access,
@@ -42,8 +42,7 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
         pairing_timer_(io),
         hello_(std::move(hello)),
         plan_(std::move(plan)),
-        run_(std::move(run)),
-        status_source_(std::move(status)) {
+        hooks_(std::move(hooks)) {
     acceptor_.set_host(hello_.host());
   }
 
@@ -72,8 +71,12 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
   bool status(ClientSession& session);
   bool submit(const Session& session, const proto::SubmitOp& submitted, bool queued);
   Status claim(const Session& session);
+  // Ends the submitting clients that have closed their end and whose end this daemon has not
+  // read yet.
+  void end_closed_submitters();
   bool greet(ClientSession& session);
   Status take_local_rank(ClientSession& session, const proto::ClientHello& request) const;
+  Status take_stream(ClientSession& session, const proto::ClientHello& request) const;
   bool perform_pairing(const ClientSession* current);
   bool answered(const PendingOp& op, const proto::DaemonToClient& reply,
                 const ClientSession* current);
@@ -93,8 +96,7 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
   proto::GroupPlan plan_;
   bool between_generations_ = false;
   std::vector<std::weak_ptr<ClientSession>> awaiting_hello_;  // until the next generation
-  const RunLocalOps run_;
-  const StatusSource status_source_;
+  const ServerHooks hooks_;
   std::map<ClientId, Session> sessions_;
   ClientId last_client_ = 0;
 };
@@ -233,7 +235,9 @@ bool ClientServer::Loop::serve(const Session& session, const proto::ClientToDaem
 }
 
 bool ClientServer::Loop::hello(const Session& session, const proto::ClientHello& request) {
-  if (Status refused = take_local_rank(*session, request); !refused.ok()) {
+  Status refused = take_local_rank(*session, request);
+  if (refused.ok()) refused = take_stream(*session, request);
+  if (!refused.ok()) {
     proto::DaemonToClient reply;
     to_proto(refused, *reply.mutable_refused());
     (void)session->reply(reply);
@@ -249,41 +253,62 @@ bool ClientServer::Loop::hello(const Session& session, const proto::ClientHello&
 bool ClientServer::Loop::status(ClientSession& session) {
   proto::DaemonToClient reply;
   proto::DaemonStatus& status = *reply.mutable_status();
-  status = status_source_();
+  status = hooks_.status();
   status.set_clients(static_cast<int>(sessions_.size()));
-  status.set_submitter_pid(pairing_.submitter_pid(0));
+  status.set_submitter_pid(pairing_.job_pid());
+  status.set_job(pairing_.job());
   return session.reply(reply);
 }
 
 // Takes an op of the client's stream; false: the client is to be dropped.
 bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& submitted,
                                 bool queued) {
-  PendingOp op{session, submitted, nullptr, 0, session->local_rank(), queued};
-  Status claimed = claim(session);
-  if (claimed.ok() && session->generation() != hello_.generation()) {
-    claimed = Status(ErrorCode::group_changed,
-                     "the group changed from generation " + std::to_string(session->generation()) +
-                         " to " + std::to_string(hello_.generation()) + ": this is now rank " +
-                         std::to_string(hello_.rank() + session->local_rank()) + " of " +
-                         std::to_string(hello_.world_size()) +
-                         "; take note of it (Client::group()) to go on");
+  PendingOp op{session, session->id(), submitted, nullptr, {}, session->local_rank(), queued};
+  if (session->generation() != hello_.generation()) {
+    const Status changed(
+        ErrorCode::group_changed,
+        "the group changed from generation " + std::to_string(session->generation()) + " to " +
+            std::to_string(hello_.generation()) + ": this is now rank " +
+            std::to_string(hello_.rank() + session->local_rank()) + " of " +
+            std::to_string(hello_.world_size()) + "; take note of it (Client::group()) to go on");
+    return session->answer(op, failure_reply(op, changed));
   }
-  if (!claimed.ok()) return session->answer(op, failure_reply(op, claimed));
+  if (Status claimed = claim(session); !claimed.ok()) {
+    if (claimed.code() != ErrorCode::mismatch) return session->answer(op, failure_reply(op, claimed));
+    // Another job holds the daemon: the op fails on every rank at once, the others told why.
+    op.key = session->stream().key(session->take_place());
+    LocalOps refused{{}, claimed};
+    refused.ops.push_back(std::move(op));
+    const std::vector<proto::DaemonToClient> replies = hooks_.run(refused);
+    return session->answer(refused.ops.front(), replies.front());
+  }
+  op.key = session->stream().key(session->take_place());
   op.region = session->region(op.op.region_id());
   pairing_.submit(std::move(op));
   return perform_pairing(session.get());
 }
 
-// Makes `session` its local rank's submitting client, unless another one is.
+// Makes `session` a submitting client of its stream and local rank, unless another one is or
+// another job holds the daemon.
 Status ClientServer::Loop::claim(const Session& session) {
-  const std::optional<ClientId> submitter = pairing_.submitter(session->local_rank());
-  if (submitter == session->id()) return {};
-  // A client that has just gone may not have been read to its end yet: a training process
-  // that restarts must not be refused because of its own previous life.
-  if (submitter && net::peer_has_closed(sessions_.at(*submitter)->socket().native_handle())) {
-    end(sessions_.at(*submitter));
+  if (pairing_.submits(session->id())) return {};
+  Status claimed = pairing_.claim(session->local_rank(), session->id(), session->pid(),
+                                  session->stream());
+  if (claimed.ok()) return claimed;
+  // A client that has just gone may not have been read to its end yet: a training process that
+  // restarts must not be refused because of its own previous life.
+  end_closed_submitters();
+  return pairing_.claim(session->local_rank(), session->id(), session->pid(), session->stream());
+}
+
+void ClientServer::Loop::end_closed_submitters() {
+  std::vector<Session> closed;
+  for (const auto& [id, other] : sessions_) {
+    if (pairing_.submits(id) && net::peer_has_closed(other->socket().native_handle())) {
+      closed.push_back(other);
+    }
   }
-  return pairing_.claim(session->local_rank(), session->id(), session->pid());
+  for (const Session& other : closed) end(other);
 }
 
 // Answers a hello: the client takes note of the group as it is now.
@@ -311,13 +336,38 @@ Status ClientServer::Loop::take_local_rank(ClientSession& session,
                       "'s daemon serves (0 to " + std::to_string(served - 1) +
                       "; gradsyncd worker --local-ranks)");
   }
-  if (local_rank != session.local_rank() &&
-      pairing_.submitter(session.local_rank()) == session.id()) {
+  if (local_rank != session.local_rank() && pairing_.submits(session.id())) {
     return Status(ErrorCode::invalid_argument,
                   "the client submits as " + pairing_.name_of(session.local_rank()) +
                       " and cannot become local rank " + std::to_string(local_rank));
   }
   session.set_local_rank(local_rank);
+  return {};
+}
+
+// The job and stream a hello names: printable names of at most kMaxNameBytes (a hello without a
+// job is a job of its process alone), and for a submitting client the ones it submits to.
+Status ClientServer::Loop::take_stream(ClientSession& session,
+                                       const proto::ClientHello& request) const {
+  for (const auto& [what, name] : {std::pair{"job", &request.job()}, {"stream", &request.stream()}}) {
+    const bool printable = std::all_of(name->begin(), name->end(),
+                                       [](char c) { return c >= 0x20 && c < 0x7f; });
+    if (name->size() > kMaxNameBytes || !printable) {
+      return Status(ErrorCode::invalid_argument,
+                    std::string("the hello's ") + what + " name is not at most " +
+                        std::to_string(kMaxNameBytes) +
+                        " printable ASCII characters (it has " + std::to_string(name->size()) +
+                        " bytes)");
+    }
+  }
+  StreamName stream{request.job(), request.stream()};
+  if (stream.job.empty()) stream.job = "process " + std::to_string(session.pid());
+  if (stream != session.stream() && pairing_.submits(session.id())) {
+    return Status(ErrorCode::invalid_argument,
+                  "the client submits to stream '" + session.stream().stream + "' of job '" +
+                      session.stream().job + "' and cannot change to another");
+  }
+  session.set_stream(std::move(stream));
   return {};
 }
 
@@ -329,12 +379,18 @@ bool ClientServer::Loop::perform_pairing(const ClientSession* current) {
   for (std::vector<PairingAction> actions = pairing_.take_actions(); !actions.empty();
        actions = pairing_.take_actions()) {
     for (const PairingAction& action : actions) {
-      if (action.kind == PairingAction::Kind::fail) {
-        current_ok = answered(action.op, failure_reply(action.op, action.why), current) &&
-                     current_ok;
-        continue;
+      switch (action.kind) {
+        case PairingAction::Kind::fail:
+          current_ok = answered(action.op, failure_reply(action.op, action.why), current) &&
+                       current_ok;
+          continue;
+        case PairingAction::Kind::stream_ended:
+          hooks_.stream_ended(action.stream, action.why);
+          continue;
+        case PairingAction::Kind::run:
+          break;
       }
-      const std::vector<proto::DaemonToClient> replies = run_(action.place);
+      const std::vector<proto::DaemonToClient> replies = hooks_.run(action.place);
       for (std::size_t index = 0; index < action.place.ops.size(); ++index) {
         current_ok = answered(action.place.ops[index], replies[index], current) && current_ok;
       }
@@ -384,6 +440,8 @@ void ClientServer::Loop::end(Session session) {
   session->close();
   spinner_.remove(session.get());
   sessions_.erase(session->id());
+  // The other hosts learn that its stream has ended.
+  post([](Loop& self) { self.perform_pairing(nullptr); });
 }
 
 // Runs `work` on the event loop's next turn, so that sockets and timers are served between.
@@ -416,10 +474,9 @@ void ClientServer::Loop::stop() {
 }
 
 ClientServer::ClientServer(asio::io_context& io, net::UniqueFd listener, net::ClientAccess access,
-                           proto::DaemonHello hello, proto::GroupPlan plan, RunLocalOps run,
-                           StatusSource status)
+                           proto::DaemonHello hello, proto::GroupPlan plan, ServerHooks hooks)
     : loop_(std::make_shared<Loop>(io, std::move(listener), access, std::move(hello),
-                                   std::move(plan), std::move(run), std::move(status))) {
+                                   std::move(plan), std::move(hooks))) {
   loop_->start();
 }
 

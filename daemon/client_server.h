@@ -4,23 +4,25 @@
 // wake-up). Ops come through each connection's op queue in shared memory (net/op_queue.h), which
 // the server spins on for a while after serving one, and their results go back the same way; an
 // op may also come as a request on the socket, answered there (the library sends none). The daemon
-// serves one or more local ranks (--local-ranks); a client says which it is in its hello. One
-// client at a time submits ops for each local rank (its op stream: ops pair across ranks by their
-// place in it); a second is refused with an error naming the first, while read-only connections (a
-// hello, the plan) are always served; a client of another user is refused unless the worker was
-// told to serve that user. Once every local rank has submitted its next op, they run as one. A
-// local rank that does not submit its op within the op's timeout, or whose client leaves first,
-// fails that op on every rank, and its own op at that place fails when it comes. A client that
-// sends something malformed is told why (or, if its stream is unreadable, disconnected); the daemon
-// and the other clients carry on. When the group moves to a new generation, a client's ops fail
-// with GROUP_CHANGED until it has sent a hello again (Client::group()) and so taken note of its new
-// rank and world size: no op of a stream is paired across generations.
+// serves one or more local ranks (--local-ranks); a client says which it is in its hello, and the
+// job and the op stream its ops belong to: ops pair across ranks by (job, stream, place), and the
+// daemon serves one job at a time (stream_pairing.h). Read-only connections (a hello, the plan,
+// the status) are always served; a client of another user is refused unless the worker was told
+// to serve that user. Once every local rank has submitted its next op of a stream, they run as
+// one. A local rank that does not submit its op within the op's timeout, or whose client leaves
+// first, fails that op on every rank, and its own op at that place fails when it comes; a client
+// that leaves ends its stream on every host. A client that sends something malformed is told why
+// (or, if its stream is unreadable, disconnected); the daemon and the other clients carry on.
+// When the group moves to a new generation, a client's ops fail with GROUP_CHANGED until it has
+// sent a hello again (Client::group()) and so taken note of its new rank and world size: no op of
+// a stream is paired across generations.
 //
 // This file reads the clients' messages and hands each to its part: who may connect
 // (client_acceptor.h), one connection and its regions (client_session.h), which ops run together
 // (stream_pairing.h) and the spinning on op queues (op_queue_spinner.h).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -36,11 +38,17 @@ class io_context;
 
 namespace gradsync::daemon {
 
-// Runs the ops to completion and returns their clients' replies, in the order of `ops.ops`;
-// called with no other op running.
-using RunLocalOps = std::function<std::vector<proto::DaemonToClient>(const LocalOps&)>;
-// The worker's part of a status reply; the server adds what it knows of its clients.
-using StatusSource = std::function<proto::DaemonStatus()>;
+// What the server has the worker do, on the op thread.
+struct ServerHooks {
+  // Runs the ops to completion (or, with `missing` set, fails them on every rank) and returns
+  // their clients' replies, in the order of `ops.ops`; called with no other op running.
+  std::function<std::vector<proto::DaemonToClient>(const LocalOps&)> run;
+  // A client of stream `stream` (its job and stream; no place) has left, as `why` says: the other
+  // hosts fail the stream's ops that wait for this one's data.
+  std::function<void(const engine::OpKey& stream, const Status& why)> stream_ended;
+  // The worker's part of a status reply; the server adds what it knows of its clients.
+  std::function<proto::DaemonStatus()> status;
+};
 
 // Everything it holds lives on `io`'s thread (the worker's op thread): it is made, used and
 // destroyed there, and its parts are reachable only through it.
@@ -51,7 +59,7 @@ class ClientServer {
   // its local_ranks says how many the daemon serves, its spin_us how long the server spins on
   // the clients' op queues after serving one before it sleeps.
   ClientServer(asio::io_context& io, net::UniqueFd listener, net::ClientAccess access,
-               proto::DaemonHello hello, proto::GroupPlan plan, RunLocalOps run, StatusSource status);
+               proto::DaemonHello hello, proto::GroupPlan plan, ServerHooks hooks);
   // After the event loop has stopped.
   ~ClientServer();
 

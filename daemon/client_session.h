@@ -37,9 +37,24 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // The local rank it is, as its hello said (0 until one does).
   int local_rank() const { return local_rank_; }
   void set_local_rank(int local_rank) { local_rank_ = local_rank; }
-  // The generation of the group whose membership the client last took note of (by a hello).
+  // The job and the stream its ops belong to, as its hello said.
+  const StreamName& stream() const { return stream_; }
+  void set_stream(StreamName stream) { stream_ = std::move(stream); }
+  // The generation of the group whose membership the client last took note of (by a hello); its
+  // ops' places start again from 1 in a new one.
   std::uint64_t generation() const { return generation_; }
-  void note_generation(std::uint64_t generation) { generation_ = generation; }
+  void note_generation(std::uint64_t generation) {
+    if (generation != generation_) places_ = 0;
+    generation_ = generation;
+  }
+  // The place of its next op in its stream: every op of a generation that runs, or that fails on
+  // every rank because another job holds the daemon, takes one, so that its places are the same
+  // as its stream's on every other rank.
+  std::uint64_t take_place() { return ++places_; }
+
+  // Whether the op thread watches its socket for the client's end while one of its ops runs.
+  bool hangup_watched() const { return hangup_watched_; }
+  void set_hangup_watched() { hangup_watched_ = true; }
 
   // The next message on the socket, if all of it is there (otherwise deadline_exceeded).
   Status receive(proto::ClientToDaemon& message, net::UniqueFd& attached);
@@ -80,7 +95,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::optional<net::OpQueueDaemonEnd> queue_;
   std::uint64_t messages_read_ = 0;
   int local_rank_ = 0;
+  StreamName stream_;
   std::uint64_t generation_ = 0;
+  std::uint64_t places_ = 0;
+  bool hangup_watched_ = false;
 };
 
 // A failed op's reply.

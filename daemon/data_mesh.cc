@@ -59,7 +59,7 @@ Status greet(int fd, int peer, const MeshPlan& plan, const net::GroupSecret& sec
   FrameHeader hello;
   hello.kind = FrameKind::hello;
   hello.generation = plan.generation;
-  hello.op_id = static_cast<std::uint64_t>(plan.rank);
+  hello.op.place = static_cast<std::uint64_t>(plan.rank);
   hello.length = nonce.size();
   hello.descriptor.count = static_cast<std::uint64_t>(plan.world_size);
   if (Status status = net::write_all(fd, engine::encode(hello), deadline); !status.ok()) {
@@ -139,13 +139,13 @@ Status check_hello(const engine::EncodedHeader& bytes, const MeshPlan& plan, int
                       std::to_string(hello.descriptor.count) + " ranks; this group is generation " +
                       std::to_string(plan.generation) + " of " + std::to_string(plan.world_size));
   }
-  if (hello.op_id <= static_cast<std::uint64_t>(plan.rank) ||
-      hello.op_id >= static_cast<std::uint64_t>(plan.world_size)) {
-    return Status(ErrorCode::protocol_error, "hello from rank " + std::to_string(hello.op_id) +
+  if (hello.op.place <= static_cast<std::uint64_t>(plan.rank) ||
+      hello.op.place >= static_cast<std::uint64_t>(plan.world_size)) {
+    return Status(ErrorCode::protocol_error, "hello from rank " + std::to_string(hello.op.place) +
                                                  ", which does not connect to rank " +
                                                  std::to_string(plan.rank));
   }
-  rank = static_cast<int>(hello.op_id);
+  rank = static_cast<int>(hello.op.place);
   return {};
 }
 

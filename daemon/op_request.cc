@@ -89,7 +89,10 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
   // The table is of ops between hosts, indexed by the bytes that cross the network.
   const OpShape between = shape_between_hosts(shape, layout);
   const std::uint64_t wire_bytes = data_bytes(between) / between.element_size * element_size(wire);
-  Algorithm algorithm = algorithm_for_op(plan, *collective, wire_bytes, options.op_id);
+  // Every rank of the op's stream has the same key, so every rank picks the same trials.
+  const engine::OpKey& key = options.op;
+  Algorithm algorithm =
+      algorithm_for_op(plan, *collective, wire_bytes, key.place ^ (key.job * 31 + key.stream));
   if (const auto requested = from_proto(op.algorithm())) {
     algorithm = *requested;
   } else if (forced && supports(*collective, *forced)) {
@@ -105,8 +108,7 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
                         *reduce_op,
                         algorithm,
                         static_cast<std::uint32_t>(op.root()),
-                        shape.count,
-                        pending.stream_sequence};
+                        shape.count};
   if (wire != *dtype) options.descriptor.wire = wire;
   options.average_over = world_size;
   options.deadline = net::Deadline::after(std::chrono::milliseconds(

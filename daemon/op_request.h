@@ -19,7 +19,7 @@ namespace gradsync::daemon {
 // shows in log lines: bytes outside printable ASCII show as '?'.
 proto::SubmitOp submit_op_from(const net::QueuedOp& queued);
 
-// Fills `options` (the op's descriptor and deadline; its op_id set) and `shape` for `pending` in a
+// Fills `options` (the op's descriptor and deadline; its op key set) and `shape` for `pending` in a
 // group of `layout`'s ranks; `forced` is the worker's --algorithm, for ops that ask for auto.
 // The algorithm is the one for the op between hosts (host_op.h). `table_bytes` receives the
 // bytes the plan chose it by, 0 where the request or the worker forced it.

@@ -34,6 +34,7 @@ OpRunner::OpRunner(const WorkerConfig& config, engine::AbortSignal& abort, OpThr
                    ReportDue report_due)
     : config_(config),
       abort_(abort),
+      hangups_(abort),
       watch_(watch),
       table_gate_(table_gate),
       op_times_(op_times),
@@ -68,16 +69,17 @@ std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
   }
   engine::PeerMesh& mesh = *mesh_;
   engine::ExecuteOptions options;
-  options.op_id = mesh.next_op_id();
+  options.op = local_ops.ops.front().key;
   options.segment_bytes = config_.segment_bytes;
   options.spin = config_.spin;
   options.stall_timeout = config_.stall_timeout;
-  options.abort = &abort_;
+  options.interrupt = &hangups_;
   OpShape shape;
   std::uint64_t table_bytes = 0;
   std::optional<GroupPlan> switched;
-  Status status = table_gate_.admit(options.op_id, switched);
-  if (switched) take_table_version(std::move(*switched), options.op_id);
+  const std::uint64_t op_count = mesh.next_op_id();
+  Status status = table_gate_.admit(op_count, switched);
+  if (switched) take_table_version(std::move(*switched), op_count);
   if (status.ok()) status = local_ops.missing;
   if (status.ok()) status = prepare_local_ops(local_ops, options, shape, table_bytes);
   if (!status.ok()) {
@@ -90,7 +92,7 @@ std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
   ++ops_served_;
   if (!status.ok()) {
     ++ops_failed_;
-    spdlog::warn("host {}: op {} '{}' ({}) failed: {}", rank(), options.op_id,
+    spdlog::warn("host {}: {} '{}' ({}) failed: {}", rank(), options.op.to_string(),
                  local_ops.ops.front().op.name(), options.descriptor.to_string(),
                  status.to_string());
   }
@@ -106,6 +108,7 @@ Status OpRunner::run_between_hosts(const LocalOps& local_ops,
                  std::move(regions), staging_);
   host_op.gather();
   watch_.op_began(options.deadline.when());
+  hangups_.watch(local_ops, layout_.first_rank(rank()));
   const auto began = net::Clock::now();
   const Status status =
       engine::execute(build_schedule(host_op.between_hosts(), options.descriptor.algorithm,
@@ -141,6 +144,10 @@ Status OpRunner::prepare_local_ops(const LocalOps& local_ops, engine::ExecuteOpt
     }
   }
   return {};
+}
+
+void OpRunner::stream_ended(const engine::OpKey& stream, const Status& why) {
+  if (mesh_ != nullptr) engine::announce_stream_end(*mesh_, stream, why.message());
 }
 
 void OpRunner::take_table_version(GroupPlan plan, std::uint64_t op_id) {

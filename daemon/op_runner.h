@@ -13,6 +13,7 @@
 #include "collective/group_plan.h"
 #include "collective/host_layout.h"
 #include "collective/status.h"
+#include "daemon/client_hangups.h"
 #include "daemon/generation_former.h"
 #include "daemon/op_thread_watch.h"
 #include "daemon/op_times.h"
@@ -40,8 +41,11 @@ class OpRunner {
   // The generation ended, for `why`: ops fail at once until the next is installed.
   void end(const Status& why);
 
-  // Runs one op of every local rank; returns their replies, by local rank.
+  // Runs one op of every local rank; returns their replies, by local rank. With local_ops.missing
+  // set, fails them on every rank at once.
   std::vector<proto::DaemonToClient> run(const LocalOps& local_ops);
+  // A client of `stream` left this host (`why`): the other hosts are told.
+  void stream_ended(const engine::OpKey& stream, const Status& why);
 
   // Of the generation served, or, between generations, of the one that ended.
   const proto::Assignment& assignment() const { return assignment_; }
@@ -64,6 +68,7 @@ class OpRunner {
 
   const WorkerConfig& config_;
   engine::AbortSignal& abort_;
+  ClientHangups hangups_;
   OpThreadWatch& watch_;
   TableGate& table_gate_;
   OpTimes& op_times_;

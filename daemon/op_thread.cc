@@ -54,10 +54,15 @@ void OpThread::ping() {
 int OpThread::run(Generation first, net::UniqueFd client_listener, GenerationFormer& former) {
   former_ = &former;
   serving_since_ = std::chrono::steady_clock::now();
-  server_.emplace(
-      op_io_, std::move(client_listener), config_.clients,
-      hello_for(first.assignment, first.layout, config_.spin), first.plan_message,
-      [this](const LocalOps& ops) { return runner_.run(ops); }, [this] { return describe_self(); });
+  ServerHooks hooks;
+  hooks.run = [this](const LocalOps& ops) { return runner_.run(ops); };
+  hooks.stream_ended = [this](const engine::OpKey& stream, const Status& why) {
+    runner_.stream_ended(stream, why);
+  };
+  hooks.status = [this] { return describe_self(); };
+  server_.emplace(op_io_, std::move(client_listener), config_.clients,
+                  hello_for(first.assignment, first.layout, config_.spin), first.plan_message,
+                  std::move(hooks));
   install(std::move(first));
   op_io_.run();
   former.wait();

@@ -20,173 +20,239 @@ std::string clock_time(std::chrono::system_clock::time_point when) {
   return text;
 }
 
+std::string describe(const StreamName& stream) {
+  return "stream '" + stream.stream + "' of job '" + stream.job + "'";
+}
+
 }  // namespace
 
+std::uint64_t name_tag(std::string_view name) {
+  // FNV-1a: stable across hosts and builds, unlike std::hash.
+  std::uint64_t tag = 0xcbf29ce484222325ull;
+  for (const char byte : name) {
+    tag ^= static_cast<unsigned char>(byte);
+    tag *= 0x100000001b3ull;
+  }
+  return tag == 0 ? 1 : tag;
+}
+
+engine::OpKey StreamName::key(std::uint64_t place) const {
+  return {name_tag(job), name_tag(stream), place};
+}
+
+bool StreamPairing::Stream::every_local_waits() const {
+  return std::all_of(locals.begin(), locals.end(),
+                     [](const LocalStream& local) { return !local.waiting.empty(); });
+}
+
+bool StreamPairing::Stream::some_local_waits() const {
+  return std::any_of(locals.begin(), locals.end(),
+                     [](const LocalStream& local) { return !local.waiting.empty(); });
+}
+
 StreamPairing::StreamPairing(int local_ranks, int first_rank, int host)
-    : streams_(static_cast<std::size_t>(std::max(local_ranks, 1))),
-      first_rank_(first_rank),
-      host_(host) {}
+    : local_ranks_(std::max(local_ranks, 1)), first_rank_(first_rank), host_(host) {}
 
 std::string StreamPairing::name_of(int local_rank) const {
   return "local rank " + std::to_string(local_rank) + " (rank " +
          std::to_string(first_rank_ + local_rank) + ")";
 }
 
-Status StreamPairing::claim(int local_rank, ClientId client, int pid) {
-  LocalStream& stream = streams_[local_rank];
-  if (stream.submitter == client) return {};
-  const int rank = first_rank_ + local_rank;
-  if (stream.submitter) {
+Status StreamPairing::claim(int local_rank, ClientId client, int pid, const StreamName& name) {
+  if (const auto found = claims_.find(client); found != claims_.end()) {
+    if (found->second.stream == name && found->second.local_rank == local_rank) return {};
     return Status(ErrorCode::invalid_argument,
-                  "rank " + std::to_string(rank) + " already has a submitting client (pid " +
-                      std::to_string(stream.submitter_pid) + ", since " +
-                      clock_time(stream.submitter_since) +
-                      "); a rank takes ops from one client at a time, so that every rank "
-                      "pairs the same ops");
+                  "the client submits to " + describe(found->second.stream) + " as " +
+                      name_of(found->second.local_rank) + " and cannot change");
   }
-  stream.submitter = client;
-  stream.submitted = 0;
-  if (stream.left) stream.owed.clear();
-  stream.left = false;
-  stream.submitter_pid = pid;
-  stream.submitter_since = std::chrono::system_clock::now();
-  spdlog::info("rank {}: ops now come from the client with pid {}", rank, pid);
+  const int rank = first_rank_ + local_rank;
+  if (holder_ && holder_->job != name.job) {
+    return Status(ErrorCode::mismatch,
+                  "rank " + std::to_string(rank) + " (host " + std::to_string(host_) +
+                      ") serves job '" + holder_->job + "' (its first client: pid " +
+                      std::to_string(holder_->pid) + ", since " + clock_time(holder_->since) +
+                      "), not job '" + name.job + "' (pid " + std::to_string(pid) +
+                      "): a daemon serves one job at a time, until every client of that job "
+                      "has left");
+  }
+  Stream& stream = streams_[name];
+  stream.locals.resize(static_cast<std::size_t>(local_ranks_));
+  LocalStream& local = stream.locals[local_rank];
+  if (local.submitter) {
+    return Status(ErrorCode::invalid_argument,
+                  "rank " + std::to_string(rank) + " already has a submitting client of " +
+                      describe(name) + " (pid " + std::to_string(local.submitter_pid) +
+                      ", since " + clock_time(local.submitter_since) +
+                      "); each client of a job submits a stream of its own: name one "
+                      "(the client's stream argument)");
+  }
+  if (!holder_) {
+    holder_ = Holder{name.job, pid, std::chrono::system_clock::now()};
+    spdlog::info("rank {}: serving job '{}' (its first client: pid {})", rank, name.job, pid);
+  }
+  local.submitter = client;
+  local.last_place = 0;
+  if (local.left) local.owed.clear();
+  local.left = false;
+  local.submitter_pid = pid;
+  local.submitter_since = std::chrono::system_clock::now();
+  claims_[client] = Claim{name, local_rank};
   return {};
 }
 
-std::optional<ClientId> StreamPairing::submitter(int local_rank) const {
-  return streams_[local_rank].submitter;
-}
-
-int StreamPairing::submitter_pid(int local_rank) const {
-  const LocalStream& stream = streams_[local_rank];
-  return stream.submitter ? stream.submitter_pid : 0;
-}
-
 void StreamPairing::submit(PendingOp op) {
-  LocalStream& stream = streams_[op.local_rank];
-  op.stream_sequence = ++stream.submitted;
-  if (!stream.owed.empty()) {
-    Status owed = std::move(stream.owed.front());
-    stream.owed.pop_front();
+  const Claim& claim = claims_.at(op.client);
+  Stream& stream = streams_.at(claim.stream);
+  LocalStream& local = stream.locals[claim.local_rank];
+  local.last_place = op.key.place;
+  if (!local.owed.empty()) {
+    Status owed = std::move(local.owed.front());
+    local.owed.pop_front();
     fail(std::move(op), std::move(owed));
     return;
   }
-  stream.waiting.push_back(std::move(op));
-  run_complete_places();
+  local.waiting.push_back(std::move(op));
+  run_complete_places(stream);
 }
 
 std::vector<Leaver> StreamPairing::left(ClientId client) {
+  const auto found = claims_.find(client);
+  if (found == claims_.end()) return {};
+  const Claim claim = found->second;
+  claims_.erase(found);
+  Stream& stream = streams_.at(claim.stream);
+  LocalStream& local = stream.locals[claim.local_rank];
+  const std::string rank = std::to_string(first_rank_ + claim.local_rank);
+  spdlog::info("rank {}: the client (pid {}) of {} left", rank, local.submitter_pid,
+               describe(claim.stream));
+  PairingAction ended;
+  ended.kind = PairingAction::Kind::stream_ended;
+  ended.stream = claim.stream.key(local.last_place);
+  ended.why = Status(ErrorCode::aborted, "rank " + rank + "'s client (pid " +
+                                             std::to_string(local.submitter_pid) + ") of " +
+                                             describe(claim.stream) + " left");
+  actions_.push_back(std::move(ended));
+  local.submitter.reset();
+  local.left = true;
   std::vector<Leaver> holding_up;
-  for (int index = 0; index < local_ranks(); ++index) {
-    LocalStream& stream = streams_[index];
-    if (stream.submitter != client) continue;
-    spdlog::info("rank {}: the submitting client (pid {}) left", first_rank_ + index,
-                 stream.submitter_pid);
-    stream.submitter.reset();
-    stream.left = true;
-    // The other local ranks' ops that wait for one of its own fail now, not at their timeout.
-    if (stream.waiting.empty() && some_stream_waits()) {
-      holding_up.push_back(Leaver{index, stream.submitter_pid});
-    }
+  // The other local ranks' ops that wait for one of its own fail now, not at their timeout.
+  if (local.waiting.empty() && stream.some_local_waits()) {
+    holding_up.push_back(Leaver{claim.stream, claim.local_rank, local.submitter_pid});
   }
+  if (claims_.empty()) end_job();
   return holding_up;
 }
 
 void StreamPairing::fail_place_left(const Leaver& leaver) {
-  if (streams_[leaver.local_rank].submitter) return;
-  fail_incomplete(ErrorCode::aborted, "left (its client, pid " + std::to_string(leaver.pid) +
-                                          ", went) before submitting it");
+  const auto found = streams_.find(leaver.stream);
+  if (found == streams_.end() || found->second.locals[leaver.local_rank].submitter) return;
+  fail_incomplete(found->second, ErrorCode::aborted,
+                  "left (its client, pid " + std::to_string(leaver.pid) +
+                      ", went) before submitting it");
+}
+
+void StreamPairing::end_job() {
+  spdlog::info("rank {}: job '{}' has no client left here", first_rank_, holder_->job);
+  // Its ops that waited for a local rank that will not come fail now: nobody is left to answer,
+  // but their places must not outlive the job.
+  for (auto& [name, stream] : streams_) {
+    fail_incomplete(stream, ErrorCode::aborted, "left with its job");
+  }
+  streams_.clear();
+  holder_.reset();
 }
 
 void StreamPairing::new_generation(int first_rank, int host, std::uint64_t generation) {
   first_rank_ = first_rank;
   host_ = host;
-  // The submitting clients' streams start again: ops pair by their place in them. An op that
-  // waited for the other local ranks' fails: its place belonged to the generation before.
-  ++places_;
-  deadline_.reset();
-  for (LocalStream& stream : streams_) {
-    stream.submitted = 0;
-    stream.owed.clear();
-    stream.left = false;
-    for (PendingOp& op : std::exchange(stream.waiting, {})) {
-      fail(std::move(op), Status(ErrorCode::group_changed,
-                                 "the group moved to generation " + std::to_string(generation) +
-                                     " while this op waited for the other local ranks'"));
+  // An op that waited for the other local ranks' fails: its place belonged to the generation
+  // before, and the clients' places start again once they take note of the new one.
+  for (auto& [name, stream] : streams_) {
+    ++stream.places;
+    stream.deadline.reset();
+    for (LocalStream& local : stream.locals) {
+      local.owed.clear();
+      local.left = false;
+      for (PendingOp& op : std::exchange(local.waiting, {})) {
+        fail(std::move(op), Status(ErrorCode::group_changed,
+                                   "the group moved to generation " + std::to_string(generation) +
+                                       " while this op waited for the other local ranks'"));
+      }
     }
   }
 }
 
 void StreamPairing::start_waiting(TimePoint now) {
-  if (!some_stream_waits() || waiting_since_place_ == places_) return;
-  waiting_since_place_ = places_;
-  std::uint32_t timeout_ms = 0;
-  for (const LocalStream& stream : streams_) {
-    if (!stream.waiting.empty()) timeout_ms = stream.waiting.front().op.timeout_ms();
+  for (auto& [name, stream] : streams_) {
+    if (!stream.some_local_waits() || stream.waiting_since_place == stream.places) continue;
+    stream.waiting_since_place = stream.places;
+    std::uint32_t timeout_ms = 0;
+    for (const LocalStream& local : stream.locals) {
+      if (!local.waiting.empty()) timeout_ms = local.waiting.front().op.timeout_ms();
+    }
+    if (timeout_ms == 0) timeout_ms = knobs::kOpTimeoutMs.default_value;
+    stream.wait_ms = timeout_ms;
+    stream.deadline = now + std::chrono::milliseconds(timeout_ms);
   }
-  if (timeout_ms == 0) timeout_ms = knobs::kOpTimeoutMs.default_value;
-  wait_ms_ = timeout_ms;
-  deadline_ = now + std::chrono::milliseconds(timeout_ms);
+}
+
+std::optional<StreamPairing::TimePoint> StreamPairing::deadline() const {
+  std::optional<TimePoint> first;
+  for (const auto& [name, stream] : streams_) {
+    if (stream.deadline && (!first || *stream.deadline < *first)) first = stream.deadline;
+  }
+  return first;
 }
 
 void StreamPairing::tick(TimePoint now) {
-  if (!deadline_ || now < *deadline_) return;
-  deadline_.reset();
-  fail_incomplete(ErrorCode::deadline_exceeded, "submitted no op within " +
-                                                    std::to_string(wait_ms_) +
-                                                    " ms of the other local ranks");
+  for (auto& [name, stream] : streams_) {
+    if (!stream.deadline || now < *stream.deadline) continue;
+    stream.deadline.reset();
+    fail_incomplete(stream, ErrorCode::deadline_exceeded,
+                    "submitted no op within " + std::to_string(stream.wait_ms) +
+                        " ms of the other local ranks");
+  }
 }
 
-bool StreamPairing::every_stream_waits() const {
-  return std::all_of(streams_.begin(), streams_.end(),
-                     [](const LocalStream& stream) { return !stream.waiting.empty(); });
-}
-
-bool StreamPairing::some_stream_waits() const {
-  return std::any_of(streams_.begin(), streams_.end(),
-                     [](const LocalStream& stream) { return !stream.waiting.empty(); });
-}
-
-void StreamPairing::run_complete_places() {
-  while (every_stream_waits()) {
+void StreamPairing::run_complete_places(Stream& stream) {
+  while (stream.every_local_waits()) {
     PairingAction action;
-    for (LocalStream& stream : streams_) {
-      action.place.ops.push_back(std::move(stream.waiting.front()));
-      stream.waiting.pop_front();
+    for (LocalStream& local : stream.locals) {
+      action.place.ops.push_back(std::move(local.waiting.front()));
+      local.waiting.pop_front();
     }
-    ++places_;
-    deadline_.reset();
+    ++stream.places;
+    stream.deadline.reset();
     actions_.push_back(std::move(action));
   }
 }
 
-void StreamPairing::fail_incomplete(ErrorCode code, const std::string& why) {
-  if (every_stream_waits() || !some_stream_waits()) return;
+void StreamPairing::fail_incomplete(Stream& stream, ErrorCode code, const std::string& why) {
+  if (stream.every_local_waits() || !stream.some_local_waits()) return;
   PairingAction action;
   LocalOps& place = action.place;
   std::string missing;
   std::vector<int> late;
-  for (int index = 0; index < local_ranks(); ++index) {
-    LocalStream& stream = streams_[index];
-    if (stream.waiting.empty()) {
+  for (int index = 0; index < local_ranks_; ++index) {
+    LocalStream& local = stream.locals[index];
+    if (local.waiting.empty()) {
       missing += (missing.empty() ? "" : ", ") + name_of(index);
       late.push_back(index);
       continue;
     }
-    place.ops.push_back(std::move(stream.waiting.front()));
-    stream.waiting.pop_front();
+    place.ops.push_back(std::move(local.waiting.front()));
+    local.waiting.pop_front();
   }
-  const std::uint64_t sequence = place.ops.front().stream_sequence;
+  const std::uint64_t sequence = place.ops.front().key.place;
   place.missing = Status(code, "op " + std::to_string(sequence) + " of the streams of host " +
                                    std::to_string(host_) + ": " + missing + " " + why);
   for (const int index : late) {
-    if (streams_[index].left) continue;
-    streams_[index].owed.push_back(Status(
+    if (stream.locals[index].left) continue;
+    stream.locals[index].owed.push_back(Status(
         code, "this op's place failed on every rank without it: " + place.missing.message()));
   }
-  ++places_;
-  deadline_.reset();
+  ++stream.places;
+  stream.deadline.reset();
   actions_.push_back(std::move(action));
 }
 

@@ -1,26 +1,33 @@
-// Which ops of a daemon's local ranks run together, as a pure state machine: every local rank has
-// one op stream at a time, fed by its submitting client, and the ops at the same place of every
-// stream run as one op. Events in (a client claims a local rank, submits its next op, leaves; the
-// group moves to a new generation; the clock), actions out (run the ops at one place; answer one op
-// with a failure). A place that some local ranks have reached and another has not fails on every
-// rank once the op's timeout has passed, or at once when the missing rank's client leaves; the
-// late rank's own op at that place then fails when it comes. No sockets, no threads, no clock of
-// its own: the caller passes the time, so tests drive it with a fake one.
+// Which ops of a daemon's local ranks run together, as a pure state machine (docs/architecture.md
+// §6.5). A training job's clients carry its name, and each client submits one op stream of the job
+// (its name too): ops pair by (job, stream, place), within a daemon across its local ranks as
+// between daemons. Events in (a client claims a local rank of a stream, submits its next op,
+// leaves; the group moves to a new generation; the clock), actions out (run the ops at one place;
+// answer one op with a failure; a stream's client has left). A place that some local
+// ranks have reached and another has not fails on every rank once the op's timeout has passed, or
+// at once when the missing rank's client leaves; the late rank's own op at that place then fails
+// when it comes. No sockets, no threads, no clock of its own: the caller passes the time, so tests
+// drive it with a fake one.
 //
-// The streams are keyed by local rank; a stream is one object (LocalStream), so that more than one
-// stream per local rank would be more keys, not another design.
+// A daemon serves one job at a time: from its first client's claim until its last client has
+// left. A client of another job is refused, naming the job that holds the daemon and since when;
+// nothing of a job that has left (its streams, places, waiting ops) stays.
 #pragma once
 
 #include <chrono>
+#include <compare>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "collective/status.h"
+#include "engine/frame.h"
 #include "gradsync.pb.h"
 #include "net/shared_memory.h"
 
@@ -28,35 +35,59 @@ namespace gradsync::daemon {
 
 class ClientSession;
 
+// The longest job or stream name a hello may give.
+inline constexpr std::size_t kMaxNameBytes = 256;
+
+// A client of the daemon, as the server numbers them.
+using ClientId = std::uint64_t;
+
+// An op stream as a client's hello names it: its job, and the stream within the job.
+struct StreamName {
+  std::string job;
+  std::string stream;
+
+  friend auto operator<=>(const StreamName&, const StreamName&) = default;
+  // The job's and the stream's tags, which frames carry (engine/frame.h), at `place`.
+  engine::OpKey key(std::uint64_t place) const;
+};
+
+// A tag of a name, the same on every host and never 0 (the daemon's own ops' job).
+std::uint64_t name_tag(std::string_view name);
+
 struct PendingOp {
   std::shared_ptr<ClientSession> session;  // to answer it; the pairing never looks at it
+  ClientId client = 0;
   proto::SubmitOp op;
   std::shared_ptr<net::SharedRegion> region;  // null for ops without bytes or an unknown region
-  std::uint64_t stream_sequence = 0;          // 1 for the submitting client's first op, and so on
+  engine::OpKey key;  // its job, stream and place: 1 for the client's first op of the generation
   int local_rank = 0;
   bool queued = false;  // it came through the client's op queue: answered there (and a failure's
                         // reason on the socket)
 };
 
-// The ops at one place of every local rank's stream, which the worker runs as one op.
+// The ops at one place of a stream of every local rank, which the worker runs as one op.
 struct LocalOps {
   std::vector<PendingOp> ops;  // by local rank; those of `missing` left out
   Status missing;              // why some local rank's op will not come; the op then fails
 };
 
-// A client of the daemon, as the server numbers them.
-using ClientId = std::uint64_t;
-
 struct PairingAction {
-  enum class Kind { run, fail };
+  enum class Kind {
+    run,           // the ops at one place of a stream (`place`)
+    fail,          // one op (`op`), answered with `why`
+    stream_ended,  // a client of stream `stream` has left (`why`) after submitting the op at
+                   // stream.place: the other hosts are told
+  };
   Kind kind = Kind::run;
-  LocalOps place;  // run: the ops at one place of the streams
-  PendingOp op;    // fail: one op, answered with `why`
+  LocalOps place;
+  PendingOp op;
   Status why;
+  engine::OpKey stream;
 };
 
 // A local rank's client that left while the others waited for its op (StreamPairing::left).
 struct Leaver {
+  StreamName stream;
   int local_rank = 0;
   int pid = 0;
 };
@@ -65,38 +96,41 @@ class StreamPairing {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  // `local_ranks` streams, of the ranks from `first_rank` on, on host `host`.
+  // `local_ranks` local ranks, of the ranks from `first_rank` on, on host `host`.
   StreamPairing(int local_ranks, int first_rank, int host);
 
-  int local_ranks() const { return static_cast<int>(streams_.size()); }
+  int local_ranks() const { return local_ranks_; }
   // "local rank 1 (rank 5)"
   std::string name_of(int local_rank) const;
 
-  // Makes `client` (process `pid`) the submitting client of `local_rank`, unless another one is.
-  Status claim(int local_rank, ClientId client, int pid);
-  // The local rank's submitting client, if one is.
-  std::optional<ClientId> submitter(int local_rank) const;
-  int submitter_pid(int local_rank) const;  // 0 without one
+  // Makes `client` (process `pid`) the submitting client of `local_rank` in stream `stream`,
+  // unless another one is, or the daemon serves another job (mismatch, naming it and since when).
+  Status claim(int local_rank, ClientId client, int pid, const StreamName& stream);
+  // Whether `client` is a submitting client.
+  bool submits(ClientId client) const { return claims_.contains(client); }
+  // The job the daemon serves, and the pid of its first client; empty and 0 while none.
+  std::string job() const { return holder_ ? holder_->job : std::string(); }
+  int job_pid() const { return holder_ ? holder_->pid : 0; }
 
-  // The next op of its local rank's stream, from that rank's submitting client: it waits until
-  // every local rank has reached its place (or fails, if that place has failed already).
+  // The next op of its client's stream (`op.client` has claimed it): it waits until every local
+  // rank has reached its place (or fails, if that place has failed already).
   void submit(PendingOp op);
-  // `client` has gone: the local ranks it submitted for have no stream until a client claims
-  // them. Returns those for which the others wait: call fail_place_left(), from the event loop's
-  // next turn, to fail that place unless another client has claimed the rank by then.
+  // `client` has gone: its stream of its local rank has no client until one claims it, and the
+  // other hosts are to be told (an action). Returns the places the others wait at for it: call
+  // fail_place_left(), from the event loop's next turn, to fail each unless another client has
+  // claimed the rank by then.
   std::vector<Leaver> left(ClientId client);
   void fail_place_left(const Leaver& leaver);
 
-  // The group moved to `generation`, whose ranks are named from `first_rank` on host `host`:
-  // every stream starts again, and an op that waited fails (its place was of the generation
-  // before).
+  // The group moved to `generation`, whose ranks are named from `first_rank` on host `host`: an op
+  // that waited fails (its place was of the generation before).
   void new_generation(int first_rank, int host, std::uint64_t generation);
 
   // Once the actions are done: a place that some local ranks have reached waits from `now` on, as
   // long as its op's timeout.
   void start_waiting(TimePoint now);
-  // When tick() fails that place; nullopt while none waits.
-  std::optional<TimePoint> deadline() const { return deadline_; }
+  // When tick() fails a place; nullopt while none waits.
+  std::optional<TimePoint> deadline() const;
   void tick(TimePoint now);
 
   // The actions since the last call, in order.
@@ -108,32 +142,55 @@ class StreamPairing {
     std::optional<ClientId> submitter;
     int submitter_pid = 0;
     std::chrono::system_clock::time_point submitter_since;
-    std::uint64_t submitted = 0;    // ops of the submitting client so far
     std::deque<PendingOp> waiting;  // submitted, until every local rank has submitted its op
+    std::uint64_t last_place = 0;   // of the last op submitted
     // The failures of its stream's next ops, whose places failed without them; none for a stream
     // whose client left, since the next client starts a stream of its own.
     std::deque<Status> owed;
     bool left = false;  // its submitting client left, and no other has come
   };
 
-  bool every_stream_waits() const;
-  bool some_stream_waits() const;
-  // Runs every place that every local rank has reached.
-  void run_complete_places();
-  // Fails the place that some local ranks have reached and others have not (`why` says what the
-  // others did), on every rank; the others' ops at that place fail when they come.
-  void fail_incomplete(ErrorCode code, const std::string& why);
-  void fail(PendingOp op, Status why);
+  // One stream of every local rank.
+  struct Stream {
+    std::vector<LocalStream> locals;  // by local rank
+    // The wait of the place some local ranks have reached: from which value of places, until
+    // when, and the op's timeout it counts.
+    std::uint64_t places = 0;  // places run or failed, in all generations
+    std::uint64_t waiting_since_place = ~std::uint64_t{0};
+    std::optional<TimePoint> deadline;
+    std::uint32_t wait_ms = 0;
 
-  std::vector<LocalStream> streams_;  // by local rank
+    bool every_local_waits() const;
+    bool some_local_waits() const;
+  };
+
+  // The job the daemon serves.
+  struct Holder {
+    std::string job;
+    int pid = 0;
+    std::chrono::system_clock::time_point since;
+  };
+
+  struct Claim {
+    StreamName stream;
+    int local_rank = 0;
+  };
+
+  // Runs every place of `stream` that every local rank has reached.
+  void run_complete_places(Stream& stream);
+  // Fails the place of `stream` that some local ranks have reached and others have not (`why`
+  // says what the others did), on every rank; the others' ops at that place fail when they come.
+  void fail_incomplete(Stream& stream, ErrorCode code, const std::string& why);
+  void fail(PendingOp op, Status why);
+  // The job has no client left here: nothing of it stays.
+  void end_job();
+
+  int local_ranks_;
   int first_rank_;
   int host_;
-  std::uint64_t places_ = 0;  // places of the streams run or failed, in all generations
-  // The wait of the place some local ranks have reached: from which value of places_, until
-  // when, and the op's timeout it counts.
-  std::uint64_t waiting_since_place_ = ~std::uint64_t{0};
-  std::optional<TimePoint> deadline_;
-  std::uint32_t wait_ms_ = 0;
+  std::map<StreamName, Stream> streams_;
+  std::map<ClientId, Claim> claims_;
+  std::optional<Holder> holder_;
   std::vector<PairingAction> actions_;
 };
 

@@ -8,10 +8,10 @@ Status run_timed_op(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
                     const OwnOpSettings& settings, const Schedule& schedule,
                     const engine::OpDescriptor& descriptor, std::byte* data, double& elapsed_us) {
   engine::ExecuteOptions options;
-  options.op_id = mesh.next_op_id();
+  options.op.place = mesh.next_op_id();
   options.segment_bytes = settings.segment_bytes;
   options.deadline = net::Deadline::after(settings.timeout);
-  options.abort = &abort;
+  options.interrupt = &abort;
   options.spin = settings.spin;
   options.stall_timeout = settings.stall_timeout;
   options.descriptor = descriptor;

@@ -10,7 +10,8 @@
 #       create the LAN, start a coordinator on host 0 and one worker per host (host i's bound
 #       to CPU i mod the CPU count, as gradsync local binds its workers; serving L local ranks),
 #       run CMD on every host at once (with GRADSYNC_SOCKETS listing that host's worker once for
-#       each of its local ranks, GRADSYNC_RANK set to the host's rank),
+#       each of its local ranks, GRADSYNC_RANK set to the host's rank, GRADSYNC_JOB naming one
+#       job for all of them unless set already),
 #       print host 0's output, tear everything down (also on failure or Ctrl-C); exits with the
 #       first non-zero status of CMD.
 #   deploy/lan.sh compose [--rate R] [-- BENCH ARGS...]
@@ -143,10 +144,12 @@ run() {
     done
   done
   local pids=() sockets
+  # The command on every host is one job (docs/clients.md, "Jobs"), unless the caller named one.
+  local job=${GRADSYNC_JOB:-lan $$ at $(date +%s%N)}
   for ((i = 0; i < hosts; i++)); do
     sockets=$(printf "$work/rank$i.sock,%.0s" $(seq "$ranks_per_host"))
     ip netns exec "$(host_ns "$i")" env GRADSYNC_SOCKETS="${sockets%,}" GRADSYNC_RANK="$i" \
-      "$@" >"$work/out$i.txt" 2>&1 &
+      GRADSYNC_JOB="$job" "$@" >"$work/out$i.txt" 2>&1 &
     pids+=($!)
   done
   local status=0 result

@@ -34,4 +34,6 @@ Status AbortSignal::reason() const {
   return reason_;
 }
 
+Status AbortSignal::interruption() const { return reason(); }
+
 }  // namespace gradsync::engine

@@ -1,5 +1,5 @@
-// Tells a running op, from another thread, that its group is gone (the coordinator reported a lost
-// worker): an eventfd the op's poll loop watches, and the reason.
+// What ends a running op from outside it (OpInterrupt), and the one every op watches: the signal,
+// from another thread, that its group is gone (the coordinator reported a lost worker).
 #pragma once
 
 #include <mutex>
@@ -9,11 +9,23 @@
 
 namespace gradsync::engine {
 
-class AbortSignal {
+// An fd that the op's wait watches besides its channels, and once it is readable, whether the op
+// must end and why.
+class OpInterrupt {
+ public:
+  virtual ~OpInterrupt() = default;
+  virtual int fd() const = 0;
+  // OK while the op may go on.
+  virtual Status interruption() const = 0;
+};
+
+// An eventfd the op's poll loop watches, and the reason.
+class AbortSignal final : public OpInterrupt {
  public:
   AbortSignal();
 
-  int fd() const { return event_.get(); }
+  int fd() const override { return event_.get(); }
+  Status interruption() const override;
   // The first reason wins; later calls change nothing.
   void raise(Status reason);
   bool raised() const;

@@ -27,25 +27,41 @@ bool ends_with_a_reduction(const Schedule& schedule) {
   return false;
 }
 
-// Tells one peer why this rank gave up on an op; a peer that cannot be told is dropped, since its
-// stream would be left mid-frame.
-void send_abort(PeerMesh& mesh, int peer, const ExecuteOptions& options, std::uint32_t round,
-                const Status& reason, net::Deadline deadline) {
+// Tells one peer in an abort or end frame (`code` in an abort) why this rank gave up on `op`; a peer
+// that cannot be told is dropped, since its stream would be left mid-frame.
+void send_notice(PeerMesh& mesh, int peer, FrameKind kind, const OpKey& op,
+                 const OpDescriptor& descriptor, std::uint32_t round, const Status& reason,
+                 net::Deadline deadline) {
   FrameHeader header;
-  header.kind = FrameKind::abort;
+  header.kind = kind;
   header.generation = mesh.generation();
-  header.op_id = options.op_id;
+  header.op = op;
   header.round = round;
-  header.segment = static_cast<std::uint32_t>(reason.code());
+  if (kind == FrameKind::abort) header.segment = static_cast<std::uint32_t>(reason.code());
   header.length = std::min<std::uint64_t>(reason.message().size(), kMaxAbortReasonBytes);
-  header.descriptor = options.descriptor;
+  header.descriptor = descriptor;
   const EncodedHeader bytes = encode(header);
   const auto text = std::as_bytes(std::span(reason.message().data(), header.length));
   if (!net::send_all(mesh.channels(), peer, bytes, deadline).ok() ||
       !net::send_all(mesh.channels(), peer, text, deadline).ok()) {
-    mesh.peer(peer).close("could not deliver the abort of a failed op");
+    mesh.peer(peer).close("could not deliver why an op or a stream ended");
   }
 }
+
+void send_abort(PeerMesh& mesh, int peer, const ExecuteOptions& options, std::uint32_t round,
+                const Status& reason, net::Deadline deadline) {
+  send_notice(mesh, peer, FrameKind::abort, options.op, options.descriptor, round, reason,
+              deadline);
+}
+
+// How a frame's op stands to the op this rank runs.
+enum class Relation {
+  current,    // the same op
+  done,       // one this rank is done with: skipped
+  to_come,    // one this rank has yet to run: left in the channel until then
+  other_job,  // an op of another job, which cannot run here while this one's job holds the
+              // daemon: skipped
+};
 
 // One rank's run of one op: the rounds in order, each a loop that moves every segment it can on
 // every channel and then waits for the channels, the op's deadline, a stalled peer or an abort.
@@ -64,7 +80,8 @@ class OpRun {
         workspace_(mesh.workspace()),
         memory_{buffers.data, buffers.output, prepare_scratch()},
         queues_(schedule, mesh.world_size(), segment_bytes_, memory_),
-        stalled_since_(mesh.world_size()) {}
+        stalled_since_(mesh.world_size()),
+        other_job_(mesh.world_size()) {}
 
   Status run() {
     for (std::size_t round = 0; round < schedule_.rounds.size(); ++round) {
@@ -148,12 +165,15 @@ class OpRun {
       }
     }
     events_.resize(interests_.size());
-    const int ready = mesh_.channels().wait(
-        interests_, events_, options_.abort ? options_.abort->fd() : -1, until, options_.spin);
+    const int ready = mesh_.channels().wait(interests_, events_,
+                                            options_.interrupt ? options_.interrupt->fd() : -1,
+                                            until, options_.spin);
     if (ready < 0 && errno != EINTR) {
       return Status(ErrorCode::internal, std::string("waiting failed: ") + std::strerror(errno));
     }
-    if (options_.abort != nullptr && options_.abort->raised()) return options_.abort->reason();
+    if (options_.interrupt != nullptr) {
+      if (Status why = options_.interrupt->interruption(); !why.ok()) return why;
+    }
     if (ready == 0) {
       if (Status status = lose_stalled_peers(); !status.ok()) return status;
       if (options_.deadline.expired()) return timed_out();
@@ -176,7 +196,7 @@ class OpRun {
   }
 
   std::string describe_op() const {
-    return "op " + std::to_string(options_.op_id) + " (" + options_.descriptor.to_string() + ")";
+    return options_.op.to_string() + " (" + options_.descriptor.to_string() + ")";
   }
 
   Status timed_out() const {
@@ -184,15 +204,21 @@ class OpRun {
     for (int peer = 0; peer < mesh_.world_size(); ++peer) {
       if (queues_.has_pending(peer)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
     }
+    std::string others;
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      if (!other_job_[peer]) continue;
+      others += "; rank " + std::to_string(peer) + " ran ops of another job meanwhile (" +
+                other_job_[peer]->to_string() + ")";
+    }
     return Status(ErrorCode::deadline_exceeded, describe_op() + " timed out in round " +
                                                     std::to_string(queues_.round()) + " of " +
                                                     std::to_string(schedule_.rounds.size()) +
-                                                    ", waiting for rank " + ranks);
+                                                    ", waiting for rank " + ranks + others);
   }
 
   Status mismatch(const std::string& what) const {
-    return Status(ErrorCode::mismatch, what + " (op " + std::to_string(options_.op_id) +
-                                           ", round " + std::to_string(queues_.round()) + ")");
+    return Status(ErrorCode::mismatch, what + " (" + options_.op.to_string() + ", round " +
+                                           std::to_string(queues_.round()) + ")");
   }
 
   // --- Sending ---
@@ -215,7 +241,7 @@ class OpRun {
     FrameHeader header;
     header.kind = FrameKind::data;
     header.generation = mesh_.generation();
-    header.op_id = options_.op_id;
+    header.op = options_.op;
     header.round = static_cast<std::uint32_t>(segment.round);
     header.segment = segment.index;
     header.offset = format_.on_the_wire(segment.offset);
@@ -233,22 +259,43 @@ class OpRun {
 
   // --- Receiving ---
 
+  Relation relation_of(const OpKey& theirs) const {
+    const OpKey& mine = options_.op;
+    if (theirs == mine) return Relation::current;
+    if (theirs.same_stream(mine)) return theirs.place < mine.place ? Relation::done : Relation::to_come;
+    if (theirs.of_daemon()) return Relation::done;  // they come before every client op
+    if (mine.of_daemon()) return Relation::to_come;
+    if (theirs.job != mine.job) return Relation::other_job;
+    return mesh_.has_finished(theirs) ? Relation::done : Relation::to_come;
+  }
+
   // A frame of a later op, or of a round this rank has not started, stays unread until this rank
-  // gets there; so does one of a round started early whose bytes are not free yet.
+  // gets there; so does one of a round started early whose bytes are not free yet. An end is read
+  // at once: it says what this op may no longer wait for.
   bool deferred(int peer) const {
     if (queues_.holding(peer)) return true;  // its scratch is taken
     const std::optional<FrameHeader>& header = mesh_.peer(peer).header;
-    if (!header) return false;
-    if (header->op_id != options_.op_id) return header->op_id > options_.op_id;
-    return header->kind == FrameKind::data && queues_.frame_waits(peer, header->round);
+    if (!header || header->kind == FrameKind::end) return false;
+    switch (relation_of(header->op)) {
+      case Relation::current:
+        return header->kind == FrameKind::data && queues_.frame_waits(peer, header->round);
+      case Relation::to_come:
+        return true;
+      case Relation::done:
+      case Relation::other_job:
+        return false;
+    }
+    return false;
   }
 
-  // Whether `peer` has sent a frame of a later op while this op still expects data from it. Each
-  // stream carries its ops in order, so the peer skipped what this rank needs; waiting would wedge
-  // the stream until the op's deadline, and every op after it.
+  // Whether `peer` has sent a frame of an op this rank has yet to run while this op still expects
+  // data from it. Each channel carries its ops in order, so the peer has gone past this op (its
+  // client's ops reached it in another order, or a place of the stream failed there unannounced):
+  // waiting would hold this op until its deadline.
   bool runs_ahead(int peer) const {
     const std::optional<FrameHeader>& header = mesh_.peer(peer).header;
-    return header && header->op_id > options_.op_id && queues_.expects_more_from(peer);
+    return header && header->kind != FrameKind::end &&
+           relation_of(header->op) == Relation::to_come && queues_.expects_more_from(peer);
   }
 
   // Consumes frames from `peer` as far as the channel and this rank's progress allow.
@@ -266,9 +313,9 @@ class OpRun {
         if (!stream.header) return {};  // the channel has no more of it yet
       }
       if (runs_ahead(peer)) {
-        return stream.protocol_violation(
-            "it sent a frame of op " + std::to_string(stream.header->op_id) + " while op " +
-            std::to_string(options_.op_id) + " still expects data from it");
+        return mismatch("rank " + std::to_string(peer) + " has gone on to " +
+                        stream.header->op.to_string() + " while this rank still expects data of " +
+                        "this op from it");
       }
       if (deferred(peer)) return {};
       if (Status status = consume_payload(stream); !status.ok()) return status;
@@ -299,7 +346,7 @@ class OpRun {
     }
     stream.header = header;
     stream.payload_done = 0;
-    if (header.kind == FrameKind::data && header.op_id == options_.op_id &&
+    if (header.kind == FrameKind::data && header.op == options_.op &&
         header.descriptor != options_.descriptor) {
       return mismatch("rank " + std::to_string(stream.peer()) + " submitted " +
                       header.descriptor.to_string() + ", rank " + std::to_string(mesh_.rank()) +
@@ -331,11 +378,16 @@ class OpRun {
   // Reads or skips the payload of the stream's current header; on completion the header is gone.
   Status consume_payload(PeerStream& stream) {
     const FrameHeader& header = *stream.header;
-    const bool stale = header.op_id < options_.op_id;
+    const bool notice = header.kind == FrameKind::abort || header.kind == FrameKind::end;
+    const Relation relation = relation_of(header.op);
+    const bool stale = relation != Relation::current && header.kind != FrameKind::end;
+    if (relation == Relation::other_job && header.kind == FrameKind::data) {
+      other_job_[stream.peer()] = header.op;
+    }
     InSegment* expected = nullptr;
     if (stale) {
       trash_.resize(std::max<std::size_t>(trash_.size(), 64 << 10));
-    } else if (header.kind == FrameKind::abort) {
+    } else if (notice) {
       abort_text_.resize(header.length);
     } else {
       if (Status status = expected_segment(stream, expected); !status.ok()) return status;
@@ -360,6 +412,18 @@ class OpRun {
     const FrameHeader done = header;
     stream.drop_header();
     if (stale) return {};
+    if (done.kind == FrameKind::end) {
+      // An end of an earlier client of the stream (its name used again), or of one whose data
+      // for this op came before it, fails nothing.
+      if (!done.op.same_stream(options_.op) || options_.op.place <= done.op.place ||
+          !queues_.expects_more_from(stream.peer())) {
+        return {};
+      }
+      return Status(ErrorCode::aborted,
+                    "rank " + std::to_string(stream.peer()) + ": " +
+                        std::string(reinterpret_cast<const char*>(abort_text_.data()),
+                                    abort_text_.size()));
+    }
     if (done.kind == FrameKind::abort) {
       return Status(
           static_cast<ErrorCode>(done.segment),
@@ -381,7 +445,7 @@ class OpRun {
     const std::uint64_t done = stream.payload_done;
     const std::uint64_t left = stream.header->length - done;
     if (stale) return {trash_.data(), std::min<std::uint64_t>(trash_.size(), left)};
-    if (stream.header->kind == FrameKind::abort) return {abort_text_.data() + done, left};
+    if (stream.header->kind != FrameKind::data) return {abort_text_.data() + done, left};
     if (expected->through_scratch) return {stream.scratch.data() + done, left};
     std::uint64_t position = done;
     for (const Piece& piece : expected->pieces) {
@@ -472,6 +536,7 @@ class OpRun {
   SegmentQueues queues_;
   // Since when each peer has sent nothing of a frame this rank is in the middle of reading.
   std::vector<std::optional<net::Clock::time_point>> stalled_since_;
+  std::vector<std::optional<OpKey>> other_job_;  // by peer: an op of another job it sent
   std::vector<std::byte> trash_;
   std::vector<std::byte> abort_text_;
   std::vector<net::ChannelInterest> interests_;  // what each wait watches, and what it found
@@ -483,15 +548,26 @@ class OpRun {
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
                const ExecuteOptions& options) {
   Status status = OpRun(schedule, buffers, mesh, options).run();
+  mesh.finished(options.op);
   mesh.workspace().release_beyond(kKeptWorkspaceSegments * options.segment_bytes);
   return status;
 }
 
 void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason) {
+  mesh.finished(options.op);
   const auto deadline = net::Deadline::after(std::chrono::seconds(1));
   for (int peer = 0; peer < mesh.world_size(); ++peer) {
     if (peer == mesh.rank() || mesh.peer(peer).lost()) continue;
     send_abort(mesh, peer, options, 0, reason, deadline);
+  }
+}
+
+void announce_stream_end(PeerMesh& mesh, const OpKey& stream, const std::string& reason) {
+  const auto deadline = net::Deadline::after(std::chrono::seconds(1));
+  for (int peer = 0; peer < mesh.world_size(); ++peer) {
+    if (peer == mesh.rank() || mesh.peer(peer).lost()) continue;
+    send_notice(mesh, peer, FrameKind::end, stream, {}, 0, Status(ErrorCode::aborted, reason),
+                deadline);
   }
 }
 

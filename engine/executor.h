@@ -33,11 +33,11 @@ struct OpBuffers {
 
 struct ExecuteOptions {
   OpDescriptor descriptor;
-  std::uint64_t op_id = 0;
+  OpKey op;
   std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
   net::Deadline deadline =
       net::Deadline::after(std::chrono::milliseconds(knobs::kOpTimeoutMs.default_value));
-  const AbortSignal* abort = nullptr;  // watched while the op runs, if given
+  const OpInterrupt* interrupt = nullptr;  // watched while the op runs, if given
   std::chrono::microseconds spin{0};   // busy-polling before each blocking wait
   // A peer whose frame this rank is reading and that sends no byte of it for this long is lost:
   // its stream can no longer be trusted, and waiting for the op's deadline would hold every rank.
@@ -53,5 +53,10 @@ Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mes
 // For an op this rank cannot even start (its client's request is invalid): tells every peer why,
 // so that they fail the op at once instead of at their deadline.
 void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason);
+
+// This rank's client of stream `stream` (its job and stream) has left after submitting the op at
+// stream.place: tells every peer, so that a later op of the stream that waits for this rank's
+// data fails at once.
+void announce_stream_end(PeerMesh& mesh, const OpKey& stream, const std::string& reason);
 
 }  // namespace gradsync::engine

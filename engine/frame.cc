@@ -1,5 +1,6 @@
 #include "engine/frame.h"
 
+#include <cstdio>
 #include <iterator>
 
 namespace gradsync::engine {
@@ -42,10 +43,22 @@ std::string OpDescriptor::to_string() const {
   if (collective == Collective::broadcast) text += "root " + std::to_string(root) + ", ";
   text += std::string(name(algorithm));
   if (wire) text += ", " + std::string(name(*wire)) + " on the wire";
-  if (stream_sequence > 0) {
-    text += ", op " + std::to_string(stream_sequence) + " of its client's stream";
-  }
   return text + ")";
+}
+
+namespace {
+
+std::string hex(std::uint64_t tag) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(tag));
+  return text;
+}
+
+}  // namespace
+
+std::string OpKey::to_string() const {
+  if (of_daemon()) return "daemon op " + std::to_string(place);
+  return "op " + std::to_string(place) + " of stream " + hex(stream) + " of job " + hex(job);
 }
 
 EncodedHeader encode(const FrameHeader& header) {
@@ -56,7 +69,7 @@ EncodedHeader encode(const FrameHeader& header) {
   const auto& wire = header.descriptor.wire;
   put<std::uint8_t>(bytes, 7, wire ? 1 + static_cast<std::uint8_t>(*wire) : 0);
   put<std::uint64_t>(bytes, 8, header.generation);
-  put<std::uint64_t>(bytes, 16, header.op_id);
+  put<std::uint64_t>(bytes, 16, header.op.place);
   put<std::uint32_t>(bytes, 24, header.round);
   put<std::uint32_t>(bytes, 28, header.segment);
   put<std::uint64_t>(bytes, 32, header.offset);
@@ -67,7 +80,8 @@ EncodedHeader encode(const FrameHeader& header) {
   put<std::uint8_t>(bytes, 51, static_cast<std::uint8_t>(header.descriptor.algorithm));
   put<std::uint32_t>(bytes, 52, header.descriptor.root);
   put<std::uint64_t>(bytes, 56, header.descriptor.count);
-  put<std::uint64_t>(bytes, 64, header.descriptor.stream_sequence);
+  put<std::uint64_t>(bytes, 64, header.op.job);
+  put<std::uint64_t>(bytes, 72, header.op.stream);
   return bytes;
 }
 
@@ -81,7 +95,7 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
                std::to_string(kFrameVersion));
   }
   const auto kind = get<std::uint8_t>(bytes, 6);
-  if (kind < 1 || kind > 3) return bad("unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 4) return bad("unknown kind " + std::to_string(kind));
   const auto collective = get<std::uint8_t>(bytes, 48);
   const auto dtype = get<std::uint8_t>(bytes, 49);
   const auto op = get<std::uint8_t>(bytes, 50);
@@ -94,15 +108,15 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
   }
   header.kind = static_cast<FrameKind>(kind);
   header.generation = get<std::uint64_t>(bytes, 8);
-  header.op_id = get<std::uint64_t>(bytes, 16);
+  header.op = {get<std::uint64_t>(bytes, 64), get<std::uint64_t>(bytes, 72),
+               get<std::uint64_t>(bytes, 16)};
   header.round = get<std::uint32_t>(bytes, 24);
   header.segment = get<std::uint32_t>(bytes, 28);
   header.offset = get<std::uint64_t>(bytes, 32);
   header.length = get<std::uint64_t>(bytes, 40);
   header.descriptor = {static_cast<Collective>(collective), static_cast<DataType>(dtype),
                        static_cast<ReduceOp>(op),           static_cast<Algorithm>(algorithm),
-                       get<std::uint32_t>(bytes, 52),       get<std::uint64_t>(bytes, 56),
-                       get<std::uint64_t>(bytes, 64)};
+                       get<std::uint32_t>(bytes, 52),       get<std::uint64_t>(bytes, 56)};
   if (wire != 0) header.descriptor.wire = static_cast<DataType>(wire - 1);
   // An abort carries the error code it fails the op with: never OK (the op would seem to have
   // succeeded), never one this daemon does not know.
@@ -113,7 +127,7 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
                ", which is not a failure");
   }
   const std::uint64_t limit =
-      header.kind == FrameKind::abort
+      header.kind == FrameKind::abort || header.kind == FrameKind::end
           ? kMaxAbortReasonBytes
           : (header.kind == FrameKind::hello ? kMaxHelloBytes : kMaxSegmentBytes);
   if (header.length > limit) {

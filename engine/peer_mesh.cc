@@ -1,5 +1,7 @@
 #include "engine/peer_mesh.h"
 
+#include <algorithm>
+
 namespace gradsync::engine {
 
 namespace {
@@ -22,6 +24,25 @@ PeerMesh::PeerMesh(int rank, int world_size, std::uint64_t generation,
     : rank_(rank), generation_(generation), channels_(std::move(channels)) {
   peers_.reserve(static_cast<std::size_t>(world_size));
   for (int r = 0; r < world_size; ++r) peers_.emplace_back(r, *channels_);
+}
+
+void PeerMesh::finished(const OpKey& op) {
+  if (op.of_daemon()) return;
+  const auto [entry, added] = last_finished_.try_emplace({op.job, op.stream}, op.place);
+  if (!added) {
+    entry->second = std::max(entry->second, op.place);
+    return;
+  }
+  streams_by_age_.push_back(entry->first);
+  if (streams_by_age_.size() > kMaxStreamsKept) {
+    last_finished_.erase(streams_by_age_.front());
+    streams_by_age_.pop_front();
+  }
+}
+
+bool PeerMesh::has_finished(const OpKey& op) const {
+  const auto found = last_finished_.find({op.job, op.stream});
+  return found != last_finished_.end() && op.place <= found->second;
 }
 
 }  // namespace gradsync::engine

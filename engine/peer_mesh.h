@@ -1,12 +1,16 @@
 // The data channels of one rank to every other rank of its group, with the stream state kept for
-// each between ops (engine/peer_stream.h). Ops run one at a time on a mesh; frames of older ops
-// are skipped by their op id.
+// each between ops (engine/peer_stream.h). Ops run one at a time on a mesh; frames of ops this rank
+// is done with, and of other jobs, are skipped by their key (frame.h).
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "engine/frame.h"
 #include "engine/peer_stream.h"
 #include "net/data_channels.h"
 
@@ -25,6 +29,9 @@ struct OpWorkspace {
   std::size_t held_bytes() const;
 };
 
+// How many client streams a mesh remembers the last finished place of (PeerMesh::finished).
+inline constexpr std::size_t kMaxStreamsKept = 4096;
+
 class PeerMesh {
  public:
   // A peer whose channel is not connected is lost from the start.
@@ -36,14 +43,24 @@ class PeerMesh {
   std::uint64_t generation() const { return generation_; }
   PeerStream& peer(int rank) { return peers_[rank]; }
   net::DataChannels& channels() { return *channels_; }
-  // The op id the next op gets: every rank counts its ops in the same order.
+  // This rank's count of the ops it has started in the generation, 1 for the first: the place of
+  // the daemon's own ops, and where a new algorithm table takes effect.
   std::uint64_t next_op_id() { return next_op_id_++; }
   OpWorkspace& workspace() { return workspace_; }
+
+  // This rank is done with client op `op`: a frame of it, or of an earlier op of its stream, that
+  // comes while another stream's op runs is skipped, not kept for later. The last place of the
+  // kMaxStreamsKept streams finished with last is kept: a job's frames may still come after it
+  // has left this daemon (its other ranks' clients go on), and the same names may come back.
+  void finished(const OpKey& op);
+  bool has_finished(const OpKey& op) const;  // of a client op
 
  private:
   int rank_;
   std::uint64_t generation_;
   std::uint64_t next_op_id_ = 1;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint64_t> last_finished_;  // by stream
+  std::deque<std::pair<std::uint64_t, std::uint64_t>> streams_by_age_;  // of last_finished_
   std::unique_ptr<net::DataChannels> channels_;
   std::vector<PeerStream> peers_;
   OpWorkspace workspace_;

@@ -49,7 +49,9 @@ INSTANTIATE_TEST_SUITE_P(
                    "cannot connect to /nonexistent/gs.sock"},
         BadCommand{"status", "no daemon sockets: give --sockets or run under gradsync local"},
         BadCommand{"status --sockets /nonexistent/gs.sock --connect-timeout-ms 0",
-                   "gradsync status: peer lost: cannot connect to /nonexistent/gs.sock"},
+                   "gradsync status: deadline exceeded: no gradsync daemon served "
+                   "/nonexistent/gs.sock within 0 ms of waiting for it (cannot connect to "
+                   "/nonexistent/gs.sock"},
         BadCommand{"status --sockets /tmp/x --connect-timeout-ms -1",
                    "--connect-timeout-ms: Value -1 not in range"},
         BadCommand{"local --workers 0", "--workers: Value 0 not in range 1 to 64"},

@@ -18,6 +18,7 @@
 #include "net/socket.h"
 #include "proto/convert.h"
 #include "support/cluster.h"
+#include "support/raw_hello.h"
 #include "support/process_usage.h"
 #include "support/tensor_values.h"
 
@@ -48,8 +49,7 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
   // An op naming a region the daemon never received, while rank 1 submits the matching op.
   net::UniqueFd fd = raw_connection(socket);
   net::MessageReader reader(fd.get());
-  proto::ClientToDaemon hello;
-  hello.mutable_hello();
+  const proto::ClientToDaemon hello = testing::hello_pairing_with(cluster.clients[1]);
   ASSERT_TRUE(net::send_message(fd.get(), hello, deadline()).ok());
   proto::DaemonToClient reply;
   ASSERT_TRUE(reader.receive(reply, deadline()).ok());
@@ -129,17 +129,16 @@ TEST(ClusterClientInput, MalformedMessagesAndUnknownRegionsAreRejectedAndLoseNot
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("dropped a client"), std::string::npos);
 }
 
-// A raw client of a daemon, past its hello.
+// A raw client of a daemon, past its hello: its ops pair with `partner`'s.
 struct RawClient {
-  explicit RawClient(const std::string& socket) : fd(raw_connection(socket)), reader(fd.get()) {
+  RawClient(const std::string& socket, const Client& partner)
+      : fd(raw_connection(socket)), reader(fd.get()), hello(testing::hello_pairing_with(partner)) {
     round_trip();
   }
   static net::Deadline deadline() { return net::Deadline::after(std::chrono::seconds(10)); }
 
   // A hello and its answer: the daemon has handled everything sent before.
   void round_trip() {
-    proto::ClientToDaemon hello;
-    hello.mutable_hello();
     EXPECT_TRUE(net::send_message(fd.get(), hello, deadline()).ok());
     proto::DaemonToClient reply;
     EXPECT_TRUE(reader.receive(reply, deadline()).ok());
@@ -172,6 +171,7 @@ struct RawClient {
 
   net::UniqueFd fd;
   net::MessageReader reader;
+  const proto::ClientToDaemon hello;
   std::uint64_t requests = 0;
 };
 
@@ -179,7 +179,7 @@ struct RawClient {
 // daemon's next access past the new end would die of SIGBUS.
 TEST(ClusterClientInput, ARegionThatCanShrinkIsRefused) {
   testing::TestCluster cluster = testing::start_cluster(2);
-  RawClient client(cluster.cluster->sockets()[0]);
+  RawClient client(cluster.cluster->sockets()[0], cluster.clients[1]);
   net::UniqueFd unsealed(::memfd_create("unsealed", MFD_CLOEXEC));
   ASSERT_EQ(::ftruncate(unsealed.get(), 1 << 20), 0);
   client.attach(7, unsealed.get(), 1 << 20);
@@ -216,7 +216,7 @@ TEST(ClusterClientInput, ACountWhoseBytesOverflowIsRefused) {
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
-      RawClient client(cluster.cluster->sockets()[rank]);
+      RawClient client(cluster.cluster->sockets()[rank], cluster.clients[rank]);
       net::SharedRegion region;
       ASSERT_TRUE(net::SharedRegion::create(64, region).ok());
       client.attach(1, region.fd(), 64);
@@ -236,7 +236,7 @@ TEST(ClusterClientInput, ACountWhoseBytesOverflowIsRefused) {
 // the daemon's. The one past the limit is refused (the op naming it fails), the others serve.
 TEST(ClusterClientInput, AClientCannotAttachRegionsWithoutEnd) {
   testing::TestCluster cluster = testing::start_cluster(1);
-  RawClient client(cluster.cluster->sockets()[0]);
+  RawClient client(cluster.cluster->sockets()[0], cluster.clients[0]);
   constexpr std::uint64_t kLimit = 4096;
   std::vector<net::SharedRegion> regions(kLimit + 1);
   for (std::uint64_t id = 1; id <= kLimit + 1; ++id) {

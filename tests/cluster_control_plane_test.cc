@@ -169,14 +169,17 @@ TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst)
   testing::TestCluster cluster = testing::start_cluster(2);
   expect_allreduce_works(cluster);  // rank 0's ops now come from clients[0]
 
-  Client second = Client::connect(cluster.cluster->sockets()[0]);
+  // Of the same stream of the same job: each client of a job submits a stream of its own.
+  Client second = Client::connect(cluster.cluster->sockets()[0],
+                                  ConnectOptions{std::chrono::seconds(30), {}, {}, "0"});
   std::vector<float> ones(777, 100.0f);
   try {
     second.allreduce(ones.data(), ones.size(), DataType::f32);
     ADD_FAILURE() << "a second submitting client was served";
   } catch (const ClientError& error) {
-    const std::string expected =
-        "rank 0 already has a submitting client (pid " + std::to_string(::getpid()) + ", since ";
+    const std::string expected = "rank 0 already has a submitting client of stream '0' of job '" +
+                                 second.job() + "' (pid " + std::to_string(::getpid()) +
+                                 ", since ";
     EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
   }
   EXPECT_EQ(ones, std::vector<float>(777, 100.0f));  // nothing was summed into it
@@ -184,10 +187,12 @@ TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst)
   EXPECT_EQ(second.rank(), 0);
   expect_allreduce_works(cluster);
 
-  // Once the first client has gone, the rank takes ops from the next one (a new op stream, so
-  // rank 1 starts one too).
+  // Once the first client has gone, the rank takes ops from the next one (the stream starts
+  // again, so rank 1 starts it again too).
   cluster.clients[0] = std::move(second);
-  cluster.clients[1] = Client::connect(cluster.cluster->sockets()[1]);
+  cluster.clients[1].close();
+  cluster.clients[1] = Client::connect(cluster.cluster->sockets()[1],
+                                       ConnectOptions{std::chrono::seconds(30), {}, {}, "0"});
   expect_allreduce_works(cluster);
 }
 
@@ -195,7 +200,8 @@ TEST(ClusterControlPlane, ARestartedClientIsNotPairedWithAnotherStepOfTheOtherRa
   testing::TestCluster cluster = testing::start_cluster(2);
   expect_allreduce_works(cluster);
   expect_allreduce_works(cluster);
-  // Rank 0's process starts over (its stream is at op 1), rank 1's goes on (at op 3).
+  // Rank 0's process opens a client of a stream of its own (at op 1) while rank 1's goes on with
+  // the first (at op 3).
   cluster.clients[0] = Client::connect(cluster.cluster->sockets()[0]);
   std::vector<std::string> errors(2);
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
@@ -206,11 +212,13 @@ TEST(ClusterControlPlane, ARestartedClientIsNotPairedWithAnotherStepOfTheOtherRa
       errors[rank] = error.what();
     }
   });
-  for (const std::string& error : errors) {
-    EXPECT_NE(error.find("mismatch"), std::string::npos) << error;
-  }
-  EXPECT_NE((errors[0] + errors[1]).find("op 3 of its client's stream"), std::string::npos)
-      << errors[0] << " / " << errors[1];
+  // Rank 0 sees rank 1 at op 3 of the first stream; rank 1 sees that stream's client on rank 0
+  // gone (or rank 0's op of the second stream): neither pairs the two.
+  EXPECT_NE(errors[0].find("mismatch: rank 1 has gone on to op 3 of stream"), std::string::npos)
+      << errors[0];
+  EXPECT_TRUE(errors[1].find("rank 0's client") != std::string::npos ||
+              errors[1].find("mismatch") != std::string::npos)
+      << errors[1];
 }
 
 TEST(ClusterControlPlane, StatusNamesEveryMemberItsClientsOpsAndHeartbeat) {

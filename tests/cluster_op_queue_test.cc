@@ -16,6 +16,7 @@
 #include "net/socket.h"
 #include "proto/convert.h"
 #include "support/cluster.h"
+#include "support/raw_hello.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -23,9 +24,11 @@ namespace {
 
 net::Deadline soon() { return net::Deadline::after(std::chrono::seconds(10)); }
 
-// A client speaking the protocol by hand, with a queue of `queue_bytes` bytes.
+// A client speaking the protocol by hand, with a queue of `queue_bytes` bytes; its ops pair with
+// `partner`'s.
 struct QueueClient {
-  QueueClient(const std::string& socket, std::uint64_t queue_bytes) {
+  QueueClient(const std::string& socket, std::uint64_t queue_bytes, const Client& partner)
+      : greeting(testing::hello_pairing_with(partner)) {
     EXPECT_TRUE(net::connect_unix(socket, soon(), fd).ok());
     reader.emplace(fd.get());
     EXPECT_TRUE(net::SharedRegion::create(queue_bytes, region).ok());
@@ -37,9 +40,7 @@ struct QueueClient {
   }
 
   proto::DaemonHello say_hello() {
-    proto::ClientToDaemon message;
-    message.mutable_hello();
-    send(message);
+    send(greeting);
     proto::DaemonToClient reply;
     EXPECT_TRUE(reader->receive(reply, soon()).ok());
     return reply.hello();
@@ -90,6 +91,7 @@ struct QueueClient {
 
   net::UniqueFd fd;
   std::optional<net::MessageReader> reader;
+  const proto::ClientToDaemon greeting;
   net::SharedRegion region;
   proto::DaemonHello hello;
   std::uint64_t sent = 0;
@@ -149,7 +151,7 @@ TEST(ClusterOpQueue, AFailedOpsReasonComesBesideTheQueue) {
 // with the reason, and the queue's slot says so.
 TEST(ClusterOpQueue, AQueuedOpIsCheckedLikeOneOnTheSocket) {
   testing::TestCluster cluster = testing::start_cluster(2);
-  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout));
+  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout), cluster.clients[1]);
   ASSERT_TRUE(raw.hello.op_queue());
   std::string peer_error;
   std::thread peer([&] {
@@ -184,7 +186,7 @@ TEST(ClusterOpQueue, AQueuedOpIsCheckedLikeOneOnTheSocket) {
 // daemon reads them while it goes from one op to the next without returning to its event loop.
 TEST(ClusterOpQueue, MessagesReadWithTheOneAnOpFollowsAreServed) {
   testing::TestCluster cluster = testing::start_cluster(2);
-  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout));
+  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout), cluster.clients[1]);
   ASSERT_TRUE(raw.hello.op_queue());
   raw.publish(barrier_op(1, raw.sent), 0);  // the daemon waits in it for rank 1
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -214,7 +216,7 @@ TEST(ClusterOpQueue, MessagesReadWithTheOneAnOpFollowsAreServed) {
 // instead of the daemon reading slots nobody wrote without end.
 TEST(ClusterOpQueue, ACountTheDaemonCannotFollowDropsOnlyThatClient) {
   testing::TestCluster cluster = testing::start_cluster(2);
-  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout));
+  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout), cluster.clients[1]);
   ASSERT_TRUE(raw.hello.op_queue());
   std::atomic_ref(raw.queue().submitted).store(std::uint64_t{1} << 40);
   raw.ring();
@@ -229,7 +231,7 @@ TEST(ClusterOpQueue, ACountTheDaemonCannotFollowDropsOnlyThatClient) {
 // has not seen): the client is dropped, saying so.
 TEST(ClusterOpQueue, AnOpAfterSocketMessagesThatNeverCameDropsItsClient) {
   testing::TestCluster cluster = testing::start_cluster(1);
-  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout));
+  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout), cluster.clients[0]);
   raw.publish(barrier_op(1, raw.sent + 5), 0);
   EXPECT_TRUE(raw.dropped());
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("follows"), std::string::npos)
@@ -241,11 +243,11 @@ TEST(ClusterOpQueue, AnOpAfterSocketMessagesThatNeverCameDropsItsClient) {
 // queue goes on serving.
 TEST(ClusterOpQueue, AQueueTooSmallOrASecondOneIsNotTaken) {
   testing::TestCluster cluster = testing::start_cluster(1);
-  QueueClient small(cluster.cluster->sockets()[0], 4096);
+  QueueClient small(cluster.cluster->sockets()[0], 4096, cluster.clients[0]);
   EXPECT_FALSE(small.hello.op_queue());
   EXPECT_NE(cluster.cluster->log_of_worker(0).find("bytes, and a queue takes"), std::string::npos);
 
-  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout));
+  QueueClient raw(cluster.cluster->sockets()[0], sizeof(net::OpQueueLayout), cluster.clients[0]);
   ASSERT_TRUE(raw.hello.op_queue());
   net::SharedRegion second;
   ASSERT_TRUE(net::SharedRegion::create(sizeof(net::OpQueueLayout), second).ok());

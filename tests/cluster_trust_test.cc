@@ -104,7 +104,7 @@ net::UniqueFd pose_as_rank_one(const std::string& data_address, bool with_nonce)
   engine::FrameHeader hello;
   hello.kind = engine::FrameKind::hello;
   hello.generation = 1;
-  hello.op_id = 1;
+  hello.op.place = 1;
   hello.descriptor.count = 2;
   hello.length = with_nonce ? net::kNonceBytes : 0;
   EXPECT_TRUE(net::write_all(fd.get(), engine::encode(hello), deadline).ok());

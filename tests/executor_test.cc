@@ -66,7 +66,7 @@ std::pair<PeerMesh, net::UniqueFd> mesh_and_hand_played_peer() {
 FrameHeader frame_of_op(std::uint64_t op_id, std::uint64_t length) {
   FrameHeader frame;
   frame.generation = 1;
-  frame.op_id = op_id;
+  frame.op.place = op_id;
   frame.length = length;
   return frame;
 }
@@ -88,7 +88,7 @@ ExecuteOptions options_for(const OpShape& shape, Algorithm algorithm, DataType t
   ExecuteOptions options;
   options.descriptor = {
       shape.collective, type, op, algorithm, static_cast<std::uint32_t>(shape.root), shape.count};
-  options.op_id = op_id;
+  options.op.place = op_id;
   options.segment_bytes = segment_bytes;
   options.deadline = net::Deadline::after(std::chrono::seconds(20));
   return options;
@@ -339,7 +339,7 @@ class HandPlayedPeer {
             const Bytes& payload) {
     FrameHeader header;
     header.generation = 1;
-    header.op_id = options_.op_id;
+    header.op = options_.op;
     header.round = round;
     header.segment = segment;
     header.offset = offset;
@@ -520,8 +520,8 @@ TEST(Executor, APeerThatStopsMidFrameIsLostAfterTheStallTimeout) {
 }
 
 // A peer whose stream shows a frame of a later op while this op still expects its data skipped
-// what this rank needs: it is lost at once, not waited for until the deadline (20 s here), and
-// its stream with every op after it wedged behind that frame.
+// what this rank needs: the op fails at once, not at its deadline (20 s here), with its stream
+// and every op after it wedged behind that frame.
 TEST(Executor, AFrameOfAFarFutureOpFailsTheOpAtOnce) {
   auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
   const OpShape shape{Collective::allreduce, 2, 10, 4};
@@ -534,8 +534,9 @@ TEST(Executor, AFrameOfAFarFutureOpFailsTheOpAtOnce) {
   const Status status =
       execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr}, mesh,
               options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256));
-  EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
-  EXPECT_NE(status.message().find("sent a frame of op 1000 while op 1 still expects data from it"),
+  EXPECT_EQ(status.code(), ErrorCode::mismatch) << status.to_string();
+  EXPECT_NE(status.message().find("rank 1 has gone on to daemon op 1000 while this rank still "
+                                  "expects data of this op from it"),
             std::string::npos)
       << status.message();
   EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(5));
@@ -553,7 +554,7 @@ TEST(Executor, AFrameOfALaterOpWaitsWhileThisOpNeedsNothingFromItsPeer) {
               options_for(shape, Algorithm::tree, DataType::f32, ReduceOp::sum, 1, 256));
   EXPECT_TRUE(status.ok()) << status.to_string();
   ASSERT_TRUE(mesh.peer(1).header.has_value());
-  EXPECT_EQ(mesh.peer(1).header->op_id, 2u);
+  EXPECT_EQ(mesh.peer(1).header->op.place, 2u);
 }
 
 TEST(Executor, ASilentPeerHitsTheDeadline) {
@@ -579,7 +580,7 @@ TEST(Executor, AnAbortSignalStopsTheOp) {
   Bytes data(40);
   ExecuteOptions options =
       options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256);
-  options.abort = &abort;
+  options.interrupt = &abort;
   const Status status = execute(build_schedule(shape, Algorithm::ring, 0), {data.data(), nullptr},
                                 meshes[0], options);
   EXPECT_EQ(status.message(), "rank 1 was lost (reported by the coordinator)");

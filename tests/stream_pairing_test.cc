@@ -1,10 +1,15 @@
 // Which ops of a daemon's local ranks run together (daemon/stream_pairing.h), driven with a fake
 // clock and no sockets: ops pair by their place in each local rank's stream, whatever order they
 // come in; a place that a local rank does not reach fails on every rank, at the op's timeout or as
-// soon as that rank's client leaves, and the late rank's own op there fails when it comes.
+// soon as that rank's client leaves, and the late rank's own op there fails when it comes. A job's
+// streams pair each on its own; a daemon serves one job at a time, and keeps nothing of a job once
+// its last client has left.
 #include "daemon/stream_pairing.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
+#include <utility>
 
 #include "config/knobs.h"
 
@@ -18,15 +23,19 @@ constexpr int kHost = 2;
 
 class StreamPairingTest : public ::testing::Test {
  protected:
-  // Local rank `local_rank`'s client (client id 10 + local rank, pid 100 + local rank) submits
-  // the op it names `name`, with `timeout_ms`.
-  void submit(int local_rank, const std::string& name, std::uint32_t timeout_ms = 5000) {
-    const ClientId client = 10 + local_rank;
-    ASSERT_TRUE(pairing_.claim(local_rank, client, 100 + local_rank).ok());
+  // Local rank `local_rank`'s client of `stream` (client id 10 + local rank, pid 100 + local
+  // rank, for stream "0" of job "j"; other streams' ids are 20 + local rank) submits the op it
+  // names `name`, with `timeout_ms`.
+  void submit(int local_rank, const std::string& name, std::uint32_t timeout_ms = 5000,
+              const StreamName& stream = {"j", "0"}) {
+    const ClientId client = (stream == StreamName{"j", "0"} ? 10 : 20) + local_rank;
+    ASSERT_TRUE(pairing_.claim(local_rank, client, 100 + local_rank, stream).ok());
     PendingOp op;
+    op.client = client;
     op.op.set_name(name);
     op.op.set_timeout_ms(timeout_ms);
     op.local_rank = local_rank;
+    op.key = stream.key(++places_[{client, stream.job}]);
     pairing_.submit(std::move(op));
   }
 
@@ -35,6 +44,10 @@ class StreamPairingTest : public ::testing::Test {
   std::vector<std::string> actions() {
     std::vector<std::string> done;
     for (const PairingAction& action : pairing_.take_actions()) {
+      if (action.kind == PairingAction::Kind::stream_ended) {
+        ended_.push_back(action);
+        continue;
+      }
       if (action.kind == PairingAction::Kind::fail) {
         done.push_back("-" + action.op.op.name());
         last_failure_ = action.why;
@@ -58,6 +71,8 @@ class StreamPairingTest : public ::testing::Test {
   StreamPairing pairing_{3, kFirstRank, kHost};
   StreamPairing::TimePoint now_ = StreamPairing::TimePoint() + std::chrono::hours(1);
   Status last_failure_;
+  std::vector<PairingAction> ended_;  // the stream_ended actions, in order
+  std::map<std::pair<ClientId, std::string>, std::uint64_t> places_;  // by client and job
 };
 
 TEST_F(StreamPairingTest, OpsRunOnceEveryLocalRankHasReachedTheirPlaceInWhateverOrderTheyCome) {
@@ -121,7 +136,6 @@ TEST_F(StreamPairingTest, ALocalRankWhoseClientLeavesFailsThePlaceTheOthersWaitA
   ASSERT_EQ(leavers.size(), 1u);
   EXPECT_EQ(leavers[0].local_rank, 2);
   EXPECT_EQ(leavers[0].pid, 102);
-  EXPECT_FALSE(pairing_.submitter(2));
   pairing_.fail_place_left(leavers[0]);
   EXPECT_EQ(actions(), Done{"a2+b2!"});
   EXPECT_EQ(last_failure_.code(), ErrorCode::aborted);
@@ -130,6 +144,7 @@ TEST_F(StreamPairingTest, ALocalRankWhoseClientLeavesFailsThePlaceTheOthersWaitA
             "went) before submitting it");
 
   // The rank's next client starts a stream of its own: nothing is owed from the one that left.
+  places_[{12, "j"}] = 0;
   submit(2, "c'1");
   submit(1, "b3");
   submit(0, "a3");
@@ -145,27 +160,97 @@ TEST_F(StreamPairingTest, AClientThatLeavesAfterSubmittingItsOpHoldsNobodyUp) {
 }
 
 TEST_F(StreamPairingTest, ALeaversPlaceDoesNotFailOnceAnotherClientHasTakenItsRank) {
-  ASSERT_TRUE(pairing_.claim(2, 12, 102).ok());
+  ASSERT_TRUE(pairing_.claim(2, 12, 102, {"j", "0"}).ok());
   submit(0, "a1");
   const std::vector<Leaver> gone = pairing_.left(12);
   ASSERT_EQ(gone.size(), 1u);
-  ASSERT_TRUE(pairing_.claim(2, 99, 199).ok()) << "a new client, before the failure is due";
+  ASSERT_TRUE(pairing_.claim(2, 99, 199, {"j", "0"}).ok())
+      << "a new client, before the failure is due";
   pairing_.fail_place_left(gone[0]);
   EXPECT_EQ(actions(), Done{});
 }
 
-TEST_F(StreamPairingTest, ASecondClientOfALocalRankIsRefusedNamingTheFirst) {
-  ASSERT_TRUE(pairing_.claim(1, 7, 700).ok());
-  EXPECT_TRUE(pairing_.claim(1, 7, 700).ok()) << "the same client again";
-  const Status refused = pairing_.claim(1, 8, 800);
+TEST_F(StreamPairingTest, ASecondClientOfALocalRankInOneStreamIsRefusedNamingTheFirst) {
+  const StreamName stream{"j", "0"};
+  ASSERT_TRUE(pairing_.claim(1, 7, 700, stream).ok());
+  EXPECT_TRUE(pairing_.claim(1, 7, 700, stream).ok()) << "the same client again";
+  const Status refused = pairing_.claim(1, 8, 800, stream);
   EXPECT_EQ(refused.code(), ErrorCode::invalid_argument);
-  EXPECT_NE(refused.message().find("rank 5 already has a submitting client (pid 700, since "),
+  EXPECT_NE(refused.message().find("rank 5 already has a submitting client of stream '0' of job "
+                                   "'j' (pid 700, since "),
             std::string::npos)
       << refused.message();
-  EXPECT_EQ(pairing_.submitter_pid(1), 700);
+  EXPECT_TRUE(pairing_.claim(1, 8, 800, {"j", "1"}).ok()) << "another stream of the job";
   EXPECT_TRUE(pairing_.left(7).empty());
-  EXPECT_TRUE(pairing_.claim(1, 8, 800).ok()) << "once the first has gone";
-  EXPECT_EQ(pairing_.submitter(1), ClientId{8});
+  EXPECT_TRUE(pairing_.claim(1, 9, 900, stream).ok()) << "once the first has gone";
+  EXPECT_EQ(pairing_.job_pid(), 700) << "the job's first client";
+}
+
+TEST_F(StreamPairingTest, StreamsOfAJobPairEachByItsOwnPlaces) {
+  const StreamName other{"j", "grads"};
+  submit(0, "a1");
+  submit(0, "x1", 5000, other);
+  submit(1, "y1", 5000, other);
+  submit(1, "b1");
+  submit(2, "c1");
+  EXPECT_EQ(actions(), Done{"a1+b1+c1"}) << "stream 0 is complete first";
+  submit(2, "z1", 5000, other);
+  EXPECT_EQ(actions(), Done{"x1+y1+z1"});
+  submit(0, "a2");
+  pairing_.start_waiting(now_);
+  pairing_.tick(now_ + milliseconds(5000));
+  EXPECT_EQ(actions(), Done{"a2!"}) << "a place of one stream fails without touching the other";
+}
+
+TEST_F(StreamPairingTest, AnotherJobIsRefusedNamingTheJobThatHoldsTheDaemonUntilItsClientsLeave) {
+  submit(0, "a1");
+  submit(1, "b1", 5000, {"j", "grads"});
+  const Status refused = pairing_.claim(2, 30, 300, {"k", "0"});
+  EXPECT_EQ(refused.code(), ErrorCode::mismatch);
+  EXPECT_EQ(refused.message().rfind("rank 6 (host 2) serves job 'j' (its first client: pid 100, "
+                                    "since ",
+                                    0),
+            0u)
+      << refused.message();
+  EXPECT_NE(refused.message().find("not job 'k' (pid 300)"), std::string::npos)
+      << refused.message();
+  EXPECT_EQ(pairing_.job(), "j");
+  pairing_.left(10);
+  EXPECT_FALSE(pairing_.claim(2, 30, 300, {"k", "0"}).ok()) << "job j has a client left";
+  pairing_.left(21);
+  EXPECT_EQ(pairing_.job(), "");
+  EXPECT_TRUE(pairing_.claim(2, 30, 300, {"k", "0"}).ok());
+  EXPECT_EQ(pairing_.job(), "k");
+}
+
+TEST_F(StreamPairingTest, ALeavingClientEndsItsStreamAndTheLastOneItsJobWithNothingKept) {
+  submit(0, "a1");
+  submit(1, "b1");
+  submit(2, "c1");
+  submit(0, "a2");
+  EXPECT_EQ(actions(), Done{"a1+b1+c1"});
+  pairing_.left(11);
+  pairing_.left(12);
+  pairing_.left(10);
+  EXPECT_EQ(actions(), Done{"a2!"}) << "the place only local rank 0 reached fails with its job";
+  ASSERT_EQ(ended_.size(), 3u);
+  EXPECT_EQ(ended_[0].kind, PairingAction::Kind::stream_ended);
+  EXPECT_EQ(ended_[0].stream, (StreamName{"j", "0"}.key(1))) << "after its op 1";
+  EXPECT_EQ(ended_[0].why.message(), "rank 5's client (pid 101) of stream '0' of job 'j' left");
+  EXPECT_EQ(pairing_.job(), "") << "the job has no client left";
+
+  // The same job's name again is a new job: its places start at 1, and nothing is owed.
+  places_.clear();
+  submit(2, "c1");
+  submit(1, "b1");
+  submit(0, "a1");
+  EXPECT_EQ(actions(), Done{"a1+b1+c1"});
+}
+
+TEST(StreamNames, TagsAreStableAcrossHostsAndNeverTheDaemonsOwn) {
+  EXPECT_EQ(name_tag(""), 0xcbf29ce484222325ull) << "FNV-1a, not a hash that differs by build";
+  EXPECT_NE(name_tag("job a"), name_tag("job b"));
+  EXPECT_FALSE((StreamName{"j", "0"}.key(1).of_daemon()));
 }
 
 TEST_F(StreamPairingTest, ANewGenerationFailsTheOpsThatWaitedAndStartsEveryStreamAgain) {
@@ -180,6 +265,7 @@ TEST_F(StreamPairingTest, ANewGenerationFailsTheOpsThatWaitedAndStartsEveryStrea
   EXPECT_FALSE(pairing_.deadline());
   EXPECT_EQ(pairing_.name_of(1), "local rank 1 (rank 11)");
 
+  places_.clear();  // the clients take note of the new generation (ClientSession)
   submit(2, "c1");
   submit(1, "b1");
   pairing_.start_waiting(now_);

@@ -163,7 +163,8 @@ class Work:
 
 
 class Client:
-    """A connection to the local gradsync daemon: one rank's op stream.
+    """A connection to the local gradsync daemon: one op stream of one training job on one rank.
+    Ops pair across ranks by (job, stream, place in the stream); see docs/clients.md, "Jobs".
 
     Every collective takes C-contiguous CPU memory: a NumPy array or a torch tensor. The blocking
     form returns once the result is in place; the _async form returns a Work. Keywords of every
@@ -182,21 +183,50 @@ class Client:
     raises those from Work.wait() instead."""
 
     def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None,
-                 local_rank: Optional[int] = None) -> None:
-        """Connects to the daemon at `socket` (None: socket_from_environment()) within `timeout`
-        seconds (None: 30) as its local rank `local_rank` (None: as the environment says; see
-        docs/clusters.md, "Local ranks").
+                 local_rank: Optional[int] = None, job: Optional[str] = None,
+                 stream: Optional[str] = None) -> None:
+        """Connects to the daemon at `socket` (None: socket_from_environment()) as its local rank
+        `local_rank` (None: as the environment says; see docs/clusters.md, "Local ranks"), waiting
+        up to `timeout` seconds (None: 30) for the daemon to appear and answer.
+
+        `job` names the training job (None: GRADSYNC_JOB, else what torchrun or Slurm says, else
+        a job of this process alone); every process of a job names the same, each run its own.
+        `stream` names the op stream within the job (None: "0" for the process's first open
+        client of the job on this daemon and local rank, "1" for a second, and so on).
 
         Raises what socket_from_environment() raises when `socket` is None; DeadlineExceeded
         (a TimeoutError too) when no daemon answers in time; Unauthenticated when this user may
-        not use the socket; InvalidArgument when the daemon serves no such local rank or it has
-        a submitting client already, or LOCAL_RANK is not a local rank; ProtocolError when what
-        answers is not a gradsync daemon."""
+        not use the socket; InvalidArgument when the daemon serves no such local rank, the
+        stream has a client on this rank already, a name is not printable ASCII of at most 256
+        bytes, or LOCAL_RANK is not a local rank; ProtocolError when what answers is not a
+        gradsync daemon."""
         if socket is None:
             socket, from_environment = _daemon_from_environment()
             local_rank = from_environment if local_rank is None else local_rank
         self.socket: str = socket
-        self._client = _gradsync.Client(self.socket, timeout, local_rank)
+        self._client = _gradsync.Client(self.socket, timeout, local_rank, job or "", stream or "")
+
+    def close(self) -> None:
+        """Ends the connection: its stream ends on every rank (an op of it that another rank
+        runs and that waits for this one fails there at once); later calls raise InvalidArgument.
+        Its ops in flight must have been waited for."""
+        self._client.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+    @property
+    def job(self) -> str:
+        """The training job this client's ops belong to."""
+        return self._client.job
+
+    @property
+    def stream(self) -> str:
+        """The job's op stream this client submits."""
+        return self._client.stream
 
     @property
     def rank(self) -> int:

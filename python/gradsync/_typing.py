@@ -34,7 +34,8 @@ class DaemonStatus(TypedDict):
     generation: int
     data_addresses: list[str]  # by rank
     clients: int  # connections open now, the asking one included
-    submitter_pid: int  # the client whose ops the rank takes; 0: none
+    job: str  # the job the daemon serves; empty: none
+    submitter_pid: int  # that job's first client there; 0: none
     ops_served: int  # failed ones included
     ops_failed: int
     heartbeat_age_ms: float  # since the coordinator's socket last took a heartbeat

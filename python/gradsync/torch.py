@@ -11,11 +11,18 @@ the daemon's shared memory; the ops of one process run in the order it calls the
 Future completed from one thread per process group. Supported: all_reduce (sum, avg, min, max,
 product), broadcast, all_gather, reduce_scatter, all_to_all_single with equal splits, barrier,
 and what DDP calls of them.
+
+Each init_process_group is a gradsync job of its own, named through torch's store (rank 0 makes
+the name, every rank reads it), and each process group of it (new_group of every rank) an op
+stream of that job: groups' ops never pair with each other's, nor with another run's
+(docs/clients.md, "Jobs").
 """
 import atexit
 import collections
+import os
 import queue
 import threading
+import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Callable, Generic, Optional, Sequence, TypeVar
 
@@ -161,12 +168,19 @@ class ProcessGroupGradsync(ProcessGroup):
         super().__init__(rank, size)  # type: ignore[call-arg,no-untyped-call]  # stub: ()
         self.client = client or gradsync.Client()
         if (self.client.rank, self.client.world_size) != (rank, size):
+            self.client.close()
             raise RuntimeError(
                 f"torch's rank {rank} of {size} talks to a gradsync daemon of rank "
                 f"{self.client.rank} of {self.client.world_size} ({self.client.socket}); give "
                 "each process the socket of the daemon whose rank is its own (GRADSYNC_SOCKET, "
-                "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK)")
+                "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK), and make groups of every "
+                "rank: gradsync has no groups of some ranks yet")
         self._completer = _Completer(self.client)
+
+    def close(self) -> None:
+        """Waits for the group's ops, then ends its stream on every rank."""
+        self._completer.close()
+        self.client.close()
 
     def getBackendName(self) -> str:
         return "gradsync"
@@ -234,9 +248,39 @@ class ProcessGroupGradsync(ProcessGroup):
         return self._done(self.client.allreduce_async(torch.zeros(1)), [])
 
 
+# The process groups of the job this process runs now, the default group's first.
+_job_groups: list[ProcessGroupGradsync] = []
+
+
 def _create(store: Store, rank: int, world_size: int,
             timeout: timedelta) -> ProcessGroupGradsync:
-    return ProcessGroupGradsync(rank, world_size)
+    if not dist.is_initialized():
+        # A new default group is a new job: the last one's groups end here (after
+        # destroy_process_group, torch keeps no reference to them, but their clients are open).
+        for group in _job_groups:
+            group.close()
+        _job_groups.clear()
+        job = _job_of_this_init(store, rank, world_size)
+    else:
+        job = _job_groups[0].client.job
+    # torch numbers the groups of a run in the order every process makes them.
+    name = getattr(dist.distributed_c10d, "_group_count", len(_job_groups) + 1) - 1
+    group = ProcessGroupGradsync(rank, world_size,
+                                 gradsync.Client(job=job, stream=f"torch group {name}"))
+    _job_groups.append(group)
+    return group
+
+
+def _job_of_this_init(store: Store, rank: int, world_size: int) -> str:
+    """The job's name, the same on every rank of this init_process_group: rank 0 makes it and the
+    store shares it. Every rank counts its arrival on the store, so the n-th init on a store
+    reads the n-th name: a store used again after destroy_process_group names a new job."""
+    arrival = store.add("gradsync/inits", 1)
+    key = f"gradsync/job/{(arrival - 1) // world_size}"
+    if rank == 0:
+        prefix = os.environ.get("GRADSYNC_JOB") or "torch"
+        store.set(key, f"{prefix} {uuid.uuid4().hex[:16]}")
+    return store.get(key).decode()
 
 
 def allreduce_avg_hook(process_group: object,

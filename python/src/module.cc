@@ -234,6 +234,7 @@ py::dict status_dict(const DaemonStatus& status) {
   result["generation"] = status.generation;
   result["data_addresses"] = status.data_addresses;
   result["clients"] = status.clients;
+  result["job"] = status.job;
   result["submitter_pid"] = status.submitter_pid;
   result["ops_served"] = status.ops_served;
   result["ops_failed"] = status.ops_failed;
@@ -277,15 +278,24 @@ PYBIND11_MODULE(_gradsync, module) {
 
   py::class_<Client>(module, "Client")
       .def(py::init([](const std::string& socket, std::optional<double> timeout_s,
-                       std::optional<int> local_rank) {
+                       std::optional<int> local_rank, const std::string& job,
+                       const std::string& stream) {
+             ConnectOptions options;
              // Without a timeout, the library's default.
-             const std::chrono::milliseconds timeout =
-                 timeout_s
-                     ? std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000 + 0.5))
-                     : std::chrono::seconds(30);
-             return Client::connect(socket, timeout, local_rank);
+             if (timeout_s) {
+               options.timeout =
+                   std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000 + 0.5));
+             }
+             options.local_rank = local_rank;
+             options.job = job;
+             options.stream = stream;
+             return Client::connect(socket, options);
            }),
-           py::arg("socket"), py::arg("timeout"), py::arg("local_rank"), Release())
+           py::arg("socket"), py::arg("timeout"), py::arg("local_rank"), py::arg("job"),
+           py::arg("stream"), Release())
+      .def("close", &Client::close, Release())
+      .def_property_readonly("job", &Client::job)
+      .def_property_readonly("stream", &Client::stream)
       .def_property_readonly("rank", &Client::rank)
       .def_property_readonly("world_size", &Client::world_size)
       .def_property_readonly("local_rank", &Client::local_rank)
