@@ -1,5 +1,5 @@
 // Which ops of a daemon's local ranks run together, as a pure state machine (docs/architecture.md
-// §6.5). A training job's clients carry its name, and each client submits one op stream of the job
+// §6.2). A training job's clients carry its name, and each client submits one op stream of the job
 // (its name too): ops pair by (job, stream, place), within a daemon across its local ranks as
 // between daemons. Events in (a client claims a local rank of a stream, submits its next op,
 // leaves; the group moves to a new generation; the clock), actions out (run the ops at one place;
