@@ -557,6 +557,100 @@ TEST(Executor, AFrameOfALaterOpWaitsWhileThisOpNeedsNothingFromItsPeer) {
   EXPECT_EQ(mesh.peer(1).header->op.place, 2u);
 }
 
+// Rank 1, played by hand, is the root of a broadcast of 10 floats to rank 0, an op of job 5's
+// stream 1 at place 1; `before` is sent ahead of the frame rank 0 needs, which follows if `data`.
+struct KeyedBroadcast {
+  static constexpr OpKey kOp{5, 1, 1};
+
+  Status run(const std::vector<std::pair<FrameHeader, std::string>>& before, bool data,
+             std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
+    auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
+    const OpShape shape{Collective::broadcast, 2, 10, 4, 1};
+    ExecuteOptions options =
+        options_for(shape, Algorithm::tree, DataType::f32, ReduceOp::sum, 0, 256);
+    options.op = kOp;
+    options.deadline = net::Deadline::after(deadline);
+    for (const auto& [header, payload] : before) {
+      send_by_hand(rank1_socket, encode(header));
+      send_by_hand(rank1_socket, std::as_bytes(std::span(payload.data(), payload.size())));
+    }
+    const std::vector<float> sent(10, 7.0f);
+    if (data) {
+      FrameHeader frame = frame_of_op(0, 40);
+      frame.op = kOp;
+      frame.descriptor = options.descriptor;
+      send_by_hand(rank1_socket, encode(frame));
+      send_by_hand(rank1_socket, std::as_bytes(std::span(sent)));
+    }
+    received.assign(10, 0.0f);
+    return execute(build_schedule(shape, Algorithm::tree, 0),
+                   {reinterpret_cast<std::byte*>(received.data()), nullptr}, mesh, options);
+  }
+
+  static std::pair<FrameHeader, std::string> notice(FrameKind kind, OpKey op, std::string text) {
+    FrameHeader header = frame_of_op(0, text.size());
+    header.kind = kind;
+    header.op = op;
+    if (kind == FrameKind::abort) header.segment = static_cast<std::uint32_t>(ErrorCode::aborted);
+    return {header, std::move(text)};
+  }
+
+  std::vector<float> received;
+};
+
+// Frames of another job, left in the channel by a job that ran here alone or ran elsewhere at the
+// same time, are skipped: they neither fail the op nor pair with it. So are an abort of another
+// job's op and an end of a stream whose client submitted past this op.
+TEST(Executor, FramesOfAnotherJobAndEndsOfEarlierClientsAreSkipped) {
+  KeyedBroadcast broadcast;
+  FrameHeader foreign = frame_of_op(1, 40);
+  foreign.op = {6, 1, 1};
+  const Status status = broadcast.run(
+      {{foreign, std::string(40, 'x')},
+       KeyedBroadcast::notice(FrameKind::abort, {6, 1, 1}, "job 6 failed"),
+       KeyedBroadcast::notice(FrameKind::end, {5, 1, 3}, "an earlier client left after op 3")},
+      true);
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  EXPECT_EQ(broadcast.received, std::vector<float>(10, 7.0f));
+}
+
+// Without the op's own frame, the deadline names what the peer ran instead.
+TEST(Executor, AnOpThatOnlyMetAnotherJobsFramesNamesThemAtItsDeadline) {
+  KeyedBroadcast broadcast;
+  FrameHeader foreign = frame_of_op(1, 40);
+  foreign.op = {6, 1, 1};
+  const Status status =
+      broadcast.run({{foreign, std::string(40, 'x')}}, false, std::chrono::milliseconds(300));
+  EXPECT_EQ(status.code(), ErrorCode::deadline_exceeded) << status.to_string();
+  EXPECT_NE(status.message().find("rank 1 ran ops of another job meanwhile (op 1 of stream "
+                                  "0000000000000001 of job 0000000000000006)"),
+            std::string::npos)
+      << status.message();
+}
+
+// The peer's client of this op's stream left before submitting this op: the op fails at once,
+// with the peer's reason, instead of at its deadline (20 s here).
+TEST(Executor, AnEndOfTheOpsStreamFailsTheOpAtOnce) {
+  KeyedBroadcast broadcast;
+  const auto start = net::Clock::now();
+  const Status status = broadcast.run(
+      {KeyedBroadcast::notice(FrameKind::end, {5, 1, 0}, "rank 1's client (pid 9) left")}, false);
+  EXPECT_EQ(status.code(), ErrorCode::aborted) << status.to_string();
+  EXPECT_EQ(status.message(), "rank 1: rank 1's client (pid 9) left");
+  EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(Executor, AnEndWithAReasonOverTheLimitIsAProtocolError) {
+  KeyedBroadcast broadcast;
+  const Status status = broadcast.run(
+      {KeyedBroadcast::notice(FrameKind::end, {5, 1, 0}, std::string(kMaxAbortReasonBytes + 1, 'r'))},
+      false);
+  EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
+  EXPECT_NE(status.message().find("payload of 4097 bytes exceeds the limit of 4096"),
+            std::string::npos)
+      << status.message();
+}
+
 TEST(Executor, ASilentPeerHitsTheDeadline) {
   auto meshes = connected_meshes(2);
   const OpShape shape{Collective::allreduce, 2, 10, 4};

@@ -168,10 +168,10 @@ class ProcessGroupGradsync(ProcessGroup):
         super().__init__(rank, size)  # type: ignore[call-arg,no-untyped-call]  # stub: ()
         self.client = client or gradsync.Client()
         if (self.client.rank, self.client.world_size) != (rank, size):
+            daemons = f"{self.client.rank} of {self.client.world_size} ({self.client.socket})"
             self.client.close()
             raise RuntimeError(
-                f"torch's rank {rank} of {size} talks to a gradsync daemon of rank "
-                f"{self.client.rank} of {self.client.world_size} ({self.client.socket}); give "
+                f"torch's rank {rank} of {size} talks to a gradsync daemon of rank {daemons}; give "
                 "each process the socket of the daemon whose rank is its own (GRADSYNC_SOCKET, "
                 "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK), and make groups of every "
                 "rank: gradsync has no groups of some ranks yet")
