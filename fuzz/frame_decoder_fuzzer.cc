@@ -1,4 +1,4 @@
-// The data-plane frame decoder on arbitrary 72-byte headers: it never crashes, and whatever it
+// The data-plane frame decoder on arbitrary 80-byte headers: it never crashes, and whatever it
 // accepts encodes back to the same bytes and describes itself.
 #include <cstddef>
 #include <cstdint>
@@ -15,5 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!decode(bytes, header).ok()) return 0;
   if (encode(header) != bytes) __builtin_trap();
   (void)header.descriptor.to_string();
+  (void)header.op.to_string();
   return 0;
 }
