@@ -109,12 +109,12 @@ Status JoinHandshake::answered(const proto::CoordinatorToWorker& message) {
   if (message.has_abort()) return take_abort(message.abort());
   if (!running_ && message.has_spare()) return take_spare(message.spare());
   if (!message.has_assignment()) return unexpected("an assignment");
-  if (Status status = check_proof(message.assignment().proof(),
-                                  [&] {
-                                    return assignment_proof(settings_.secret, challenge_, nonce_,
-                                                            message.assignment());
-                                  },
-                                  "assignment");
+  if (Status status = check_proof(
+          message.assignment().proof(),
+          [&] {
+            return assignment_proof(settings_.secret, challenge_, nonce_, message.assignment());
+          },
+          "assignment");
       !status.ok()) {
     return status;
   }
@@ -143,15 +143,16 @@ Status JoinHandshake::take_spare(const proto::Spare& spare) {
   }
   // One replayed on the connection would keep the worker waiting as long as the replays last.
   if (spare.renewal() <= renewal_) {
-    return Status(ErrorCode::protocol_error,
-                  "the coordinator at " + settings_.coordinator + " sent spare renewal " +
-                      std::to_string(spare.renewal()) + " after renewal " +
-                      std::to_string(renewal_));
+    return Status(ErrorCode::protocol_error, "the coordinator at " + settings_.coordinator +
+                                                 " sent spare renewal " +
+                                                 std::to_string(spare.renewal()) +
+                                                 " after renewal " + std::to_string(renewal_));
   }
   if (step_ == Step::answer) {
-    spdlog::info("worker: {} (this worker gives up {} ms after the coordinator's last word that it "
-                 "still is one)",
-                 spare.why(), settings_.join_timeout.count());
+    spdlog::info(
+        "worker: {} (this worker gives up {} ms after the coordinator's last word that it "
+        "still is one)",
+        spare.why(), settings_.join_timeout.count());
   } else {
     spdlog::debug("worker: still a spare (renewal {})", spare.renewal());
   }

@@ -151,7 +151,8 @@ void Membership::tick(TimePoint now) {
     if (connection.renew_spare_at && *connection.renew_spare_at <= now) due.push_back(id);
   }
   for (const ConnectionId id : due) {
-    send_spare(id, "the group of " + std::to_string(config_.world_size) + " is complete: still a spare",
+    send_spare(id,
+               "the group of " + std::to_string(config_.world_size) + " is complete: still a spare",
                now);
   }
 }

@@ -85,9 +85,9 @@ class FakeCoordinator {
   }
 
   void send(const proto::CoordinatorToWorker& message) {
-    EXPECT_TRUE(net::send_message(connection_.get(), message,
-                                  net::Deadline::after(std::chrono::seconds(5)))
-                    .ok());
+    EXPECT_TRUE(
+        net::send_message(connection_.get(), message, net::Deadline::after(std::chrono::seconds(5)))
+            .ok());
   }
 
  private:

@@ -62,7 +62,8 @@ class ControlChannelTest : public ::testing::Test {
     // A generation that runs on while its coordinator is found again: what is at stake.
     channel_.emplace(
         io_, std::move(worker_end), std::chrono::hours(1), abort_, [] {},
-        ControlChannel::OnLoss::keep_generation, [this](const proto::CoordinatorToWorker& message) {
+        ControlChannel::OnLoss::keep_generation,
+        [this](const proto::CoordinatorToWorker& message) {
           std::lock_guard lock(mutex_);
           table_messages_.push_back(message);
         });

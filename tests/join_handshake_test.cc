@@ -104,7 +104,7 @@ proto::CoordinatorToWorker spare(std::uint64_t renewal, const std::string& secre
 
 // The coordinator's refusal, proven like spare().
 proto::CoordinatorToWorker refusal(const std::string& secret = "",
-                                 const proto::JoinRequest& request = {}) {
+                                   const proto::JoinRequest& request = {}) {
   proto::CoordinatorToWorker message;
   message.mutable_abort()->mutable_reason()->set_code(proto::Status::ABORTED);
   message.mutable_abort()->mutable_reason()->set_message("generation 5 does not run here");

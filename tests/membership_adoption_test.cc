@@ -100,11 +100,11 @@ TEST_F(MembershipTest, ARankNotBackWithinAHeartbeatTimeoutEndsTheRunningGenerati
         << action.message.abort().reason().message();
     // They have no assignment of this coordinator's yet: only its proof makes them end the
     // generation they run (join_handshake.h).
-    EXPECT_TRUE(net::same_proof(
-        action.message.abort().proof(),
-        abort_proof(net::GroupSecret(secret), challenges_[action.connection],
-                    "nonce of worker " + std::to_string(action.connection),
-                    action.message.abort())));
+    EXPECT_TRUE(
+        net::same_proof(action.message.abort().proof(),
+                        abort_proof(net::GroupSecret(secret), challenges_[action.connection],
+                                    "nonce of worker " + std::to_string(action.connection),
+                                    action.message.abort())));
   }
   EXPECT_EQ(closed(ended), (std::vector<ConnectionId>{1, 2}));
   EXPECT_EQ(membership_->stage(), Membership::Stage::forming);

@@ -144,8 +144,8 @@ TEST_F(MembershipResizeTest, ASpareHearsAgainAsOftenAsItsJoinAsksUntilItHasAPlac
       EXPECT_EQ(action.connection, 3u);
       const proto::Spare& spare = action.message.spare();
       EXPECT_TRUE(net::same_proof(
-          spare.proof(), spare_proof(net::GroupSecret(secret), challenges_[3], "nonce of worker 3",
-                                     spare)));
+          spare.proof(),
+          spare_proof(net::GroupSecret(secret), challenges_[3], "nonce of worker 3", spare)));
       renewals.push_back(spare.renewal());
     }
     return renewals;
