@@ -92,7 +92,8 @@ inline constexpr Knob<int> kJoinTimeoutMs{"--join-timeout-ms",
                                           60'000,
                                           100,
                                           3'600'000,
-                                          "Give up if the group has not formed",
+                                          "Give up if the group has not formed, or a spare has "
+                                          "had no word from its coordinator, for this long",
                                           kWorker};
 inline constexpr Knob<int> kCoordinatorTimeoutMs{
     "--coordinator-timeout-ms",

@@ -69,25 +69,43 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
         lose(Status(ErrorCode::aborted, "lost the coordinator: " + status.message()), false);
         return;
       }
-      if (message.has_abort()) {
-        // A group that is still forming waits for nothing more either.
-        spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
-        lose(from_proto(message.abort().reason()), true);
-        continue;
-      }
-      if (message.has_table_proposal() || message.has_table_switch()) {
-        on_table(message);
-        continue;
-      }
       if (message.has_assignment()) {
         heartbeat.mutable_heartbeat()->set_rank(message.assignment().rank());
         heartbeat.mutable_heartbeat()->set_generation(message.assignment().generation());
       }
-      std::lock_guard lock(mutex);
-      forming.push_back(std::move(message));
-      arrived.notify_all();
+      {
+        std::lock_guard lock(mutex);
+        (proven && acted_on_as_it_comes(message) ? to_act : forming).push_back(std::move(message));
+        arrived.notify_all();
+      }
+      act();
     }
     read();
+  }
+
+  // What the channel itself acts on, once the coordinator has proven itself on it (proven()).
+  static bool acted_on_as_it_comes(const proto::CoordinatorToWorker& message) {
+    return message.has_abort() || message.has_table_proposal() || message.has_table_switch();
+  }
+
+  // Acts on to_act's messages, in the order they came.
+  void act() {
+    while (true) {
+      proto::CoordinatorToWorker message;
+      {
+        std::lock_guard lock(mutex);
+        if (to_act.empty()) return;
+        message = std::move(to_act.front());
+        to_act.pop_front();
+      }
+      if (message.has_abort()) {
+        // A group that is still forming waits for nothing more either.
+        spdlog::warn("the coordinator aborted the group: {}", message.abort().reason().message());
+        lose(from_proto(message.abort().reason()), true);
+      } else {
+        on_table(message);
+      }
+    }
   }
 
   void beat() {
@@ -152,6 +170,8 @@ struct ControlChannel::Loop : std::enable_shared_from_this<ControlChannel::Loop>
   std::condition_variable arrived;
   std::deque<proto::CoordinatorToWorker> forming;
   Status lost;  // set once the coordinator is gone or has aborted the group
+  bool proven = false;
+  std::deque<proto::CoordinatorToWorker> to_act;  // on the event loop, by act()
 };
 
 Status ControlChannel::state(std::chrono::steady_clock::duration& heartbeat_age) const {
@@ -188,6 +208,21 @@ void ControlChannel::leave(const Status& reason) {
 }
 
 void ControlChannel::keep_generation_when_lost() { loop_->keeps_generation = true; }
+
+void ControlChannel::proven() {
+  {
+    std::lock_guard lock(loop_->mutex);
+    loop_->proven = true;
+    // What came after the assignment but before this call is acted on first; what comes later is
+    // queued behind it, so the order holds.
+    std::erase_if(loop_->forming, [&](proto::CoordinatorToWorker& message) {
+      if (!Loop::acted_on_as_it_comes(message)) return false;
+      loop_->to_act.push_back(std::move(message));
+      return true;
+    });
+  }
+  asio::post(loop_->socket.get_executor(), [loop = loop_] { loop->act(); });
+}
 
 void ControlChannel::send(const proto::WorkerToCoordinator& message) {
   asio::post(loop_->socket.get_executor(), [loop = loop_, message] { loop->queue(message); });

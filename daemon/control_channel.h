@@ -1,7 +1,11 @@
 // A worker's connection to its coordinator, for the worker's whole life, on the worker's control
 // event loop: heartbeats go out on a timer, an abort is raised on the worker's signal at once, and
 // the messages that form the group (the assignment, a calibration request, the plan) are handed to
-// the worker in the order they came.
+// the worker in the order they came. Until the coordinator has proven itself on the connection
+// (its assignment's proof, join_handshake.h), an abort or a new table version's message is handed
+// over too, for the join to check, instead of being acted on: a stranger that took the
+// coordinator's address could otherwise end, or change the table of, the generation a worker asks
+// it to take back.
 #pragma once
 
 #include <chrono>
@@ -42,6 +46,10 @@ class ControlChannel {
 
   // From any thread: the generation runs from now on (OnLoss::keep_generation).
   void keep_generation_when_lost();
+  // From the thread that joins: the coordinator has proven itself (its assignment has been
+  // checked); from now on the channel acts on its aborts and table messages as they come, first
+  // on those that came since the assignment.
+  void proven();
   // Ends every wait in next() with `reason`, from any thread (the worker is stopping).
   void interrupt(const Status& reason);
   // Tells the coordinator that this rank leaves its generation, for `reason`, and beats no more;

@@ -98,6 +98,7 @@ Status GenerationFormer::form_generation(int previous_rank, Generation& formed, 
     if (status.ok()) status = handshake.answered(message);
   }
   if (!status.ok()) return status;
+  channel.proven();
   const MeshPlan& plan = handshake.mesh_plan();
   formed.layout = plan.layout;
   assigned = true;
@@ -227,7 +228,11 @@ Status GenerationFormer::take_back(const proto::Assignment& running, net::Deadli
       link_.open(std::move(control), ControlChannel::OnLoss::keep_generation, channel_number);
   proto::CoordinatorToWorker message;
   if (Status status = next(handshake, channel, message); !status.ok()) return status;
-  return handshake.answered(message);
+  const Status status = handshake.answered(message);
+  // The coordinator proved that the group is over (it runs another): so it is here too.
+  if (handshake.ended()) abort_.raise(status);
+  if (status.ok()) channel.proven();
+  return status;
 }
 
 }  // namespace gradsync::daemon

@@ -11,9 +11,10 @@ namespace gradsync::daemon {
 
 namespace {
 
-// A spare waits for a place as long as its coordinator is there (its connection and heartbeats
-// say so), which may be the group's whole life.
-constexpr auto kSpareWait = std::chrono::hours(24 * 365);
+// A spare may wait for a place as long as the group lives, but never longer than its join timeout
+// on a coordinator that stays silent: it asks for word this many times per join timeout, and each
+// restarts the timeout, so that a late word or two still finds it there.
+constexpr int kSpareRenewalsPerJoinTimeout = 4;
 // The other ranks' probing, then the coordinator's answer.
 constexpr auto kPlanTimeout = std::chrono::milliseconds(60'000);
 
@@ -67,6 +68,9 @@ Status JoinHandshake::challenged(const proto::CoordinatorToWorker& first, const 
     proto::Assignment& kept = *join.mutable_running();
     kept = *running_;
     kept.clear_proof();
+  } else {
+    join.set_spare_renewal_ms(
+        static_cast<std::uint32_t>(settings_.join_timeout.count() / kSpareRenewalsPerJoinTimeout));
   }
   join.set_nonce(net::make_nonce());
   if (!settings_.secret.empty()) {
@@ -87,11 +91,14 @@ Awaited JoinHandshake::awaited(TimePoint now) const {
               std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now),
                        std::chrono::milliseconds(1))};
     case Step::spare:
-      return {"a place in the group", kSpareWait};
+      return {"a place in the group, or the word of the coordinator at " + settings_.coordinator +
+                  " that this worker is still kept as a spare (--join-timeout-ms)",
+              settings_.join_timeout};
     case Step::plan:
     case Step::calibrated:
       return {"the group's plan", kPlanTimeout};
     case Step::done:
+    case Step::ended:
       break;
   }
   return {"nothing more", std::chrono::milliseconds(0)};
@@ -99,13 +106,18 @@ Awaited JoinHandshake::awaited(TimePoint now) const {
 
 Status JoinHandshake::answered(const proto::CoordinatorToWorker& message) {
   if (step_ != Step::answer && step_ != Step::spare) return unexpected("an assignment");
-  if (!running_ && message.has_spare()) {
-    spdlog::info("worker: {}", message.spare().why());
-    step_ = Step::spare;
-    return {};
-  }
+  if (message.has_abort()) return take_abort(message.abort());
+  if (!running_ && message.has_spare()) return take_spare(message.spare());
   if (!message.has_assignment()) return unexpected("an assignment");
-  if (Status status = check_coordinator(message.assignment()); !status.ok()) return status;
+  if (Status status = check_proof(
+          message.assignment().proof(),
+          [&] {
+            return assignment_proof(settings_.secret, challenge_, nonce_, message.assignment());
+          },
+          "assignment");
+      !status.ok()) {
+    return status;
+  }
   if (running_) {
     if (!same_group(message.assignment(), *running_)) {
       return Status(ErrorCode::protocol_error,
@@ -122,16 +134,54 @@ Status JoinHandshake::answered(const proto::CoordinatorToWorker& message) {
   return {};
 }
 
-Status JoinHandshake::check_coordinator(const proto::Assignment& assignment) const {
-  if (settings_.secret.empty() ||
-      net::same_proof(assignment.proof(),
-                      assignment_proof(settings_.secret, challenge_, nonce_, assignment))) {
-    return {};
+Status JoinHandshake::take_spare(const proto::Spare& spare) {
+  if (Status status = check_proof(
+          spare.proof(), [&] { return spare_proof(settings_.secret, challenge_, nonce_, spare); },
+          "word that this worker is a spare");
+      !status.ok()) {
+    return status;
   }
+  // One replayed on the connection would keep the worker waiting as long as the replays last.
+  if (spare.renewal() <= renewal_) {
+    return Status(ErrorCode::protocol_error, "the coordinator at " + settings_.coordinator +
+                                                 " sent spare renewal " +
+                                                 std::to_string(spare.renewal()) +
+                                                 " after renewal " + std::to_string(renewal_));
+  }
+  if (step_ == Step::answer) {
+    spdlog::info(
+        "worker: {} (this worker gives up {} ms after the coordinator's last word that it "
+        "still is one)",
+        spare.why(), settings_.join_timeout.count());
+  } else {
+    spdlog::debug("worker: still a spare (renewal {})", spare.renewal());
+  }
+  renewal_ = spare.renewal();
+  step_ = Step::spare;
+  return {};
+}
+
+Status JoinHandshake::take_abort(const proto::Abort& abort) {
+  Status said = from_proto(abort.reason());
+  if (said.ok()) said = Status(ErrorCode::aborted, "the coordinator aborted without a reason");
+  if (Status status = check_proof(
+          abort.proof(), [&] { return abort_proof(settings_.secret, challenge_, nonce_, abort); },
+          "abort");
+      !status.ok()) {
+    return Status(status.code(), status.message() + "; it said: " + said.message());
+  }
+  step_ = Step::ended;
+  return said;
+}
+
+Status JoinHandshake::check_proof(const std::string& proof,
+                                  const std::function<std::string()>& expected,
+                                  const std::string& what) const {
+  if (settings_.secret.empty() || net::same_proof(proof, expected())) return {};
   return Status(ErrorCode::unauthenticated,
                 "the coordinator at " + settings_.coordinator +
-                    " does not prove the group secret (one without --secret-file, or with "
-                    "another secret)");
+                    " does not prove the group secret in its " + what +
+                    " (one without --secret-file, or with another secret)");
 }
 
 Status JoinHandshake::check_to_form(const proto::Assignment& assignment) {

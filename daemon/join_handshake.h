@@ -5,9 +5,17 @@
 // long. A worker joins to form a generation (as a newcomer, or as the rank it held in the one that
 // ended), or to ask a coordinator to take back the generation it still runs. The caller does the
 // waiting and what lies between the steps (forming the data mesh, probing, calibrating).
+//
+// Until the assignment has proven the coordinator, everything it sends comes here, an abort
+// included (ControlChannel::proven()), and with a group secret every answer that changes what the
+// worker does must prove it (join_proofs.h): a stranger at the coordinator's address could
+// otherwise keep a worker waiting as a spare, or end the generation it asks to have taken back.
+// An answer refused counts as the connection's loss: a join to form fails, a take-back is tried
+// again (generation_former.h).
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -59,11 +67,15 @@ class JoinHandshake {
   Awaited awaited(TimePoint now) const;
 
   // The coordinator's answer to the join. OK and not yet assigned(): the worker waits on as a
-  // spare. The assignment is checked: that the coordinator proves the group secret; to form, that
-  // it is one a mesh can be formed of, for this worker's local ranks; to take back, that it is the
-  // running one.
+  // spare, for a place or the coordinator's next word that it still is one (each restarts the
+  // join timeout). Each answer is checked: that the coordinator proves the group secret; a Spare,
+  // that it comes after the last; an assignment to form, that it is one a mesh can be formed of,
+  // for this worker's local ranks; to take back, that it is the running one. A proven abort fails
+  // with the coordinator's reason, and ended() says so.
   Status answered(const proto::CoordinatorToWorker& message);
-  bool assigned() const { return step_ >= Step::plan; }
+  bool assigned() const { return step_ >= Step::plan && step_ != Step::ended; }
+  // The coordinator refused the join, or ended the group it was asked to take back, and proved it.
+  bool ended() const { return step_ == Step::ended; }
   const proto::Assignment& assignment() const { return assignment_; }
   const MeshPlan& mesh_plan() const { return mesh_plan_; }
 
@@ -75,15 +87,18 @@ class JoinHandshake {
   const proto::GroupPlan& plan_message() const { return plan_message_; }
 
  private:
-  enum class Step { challenge, answer, spare, plan, calibrated, done };
+  enum class Step { challenge, answer, spare, plan, calibrated, done, ended };
 
   JoinHandshake(const JoinSettings& settings, int previous_rank,
                 std::optional<proto::Assignment> running, TimePoint deadline);
 
-  // With a group secret, the coordinator must prove it knows it too: an impostor would otherwise
-  // hand this worker a peer table of its own.
-  Status check_coordinator(const proto::Assignment& assignment) const;
+  // With a group secret, the coordinator must prove it knows it too, in `what` it sent: OK when
+  // `proof` is the one `expected` makes, or there is no secret.
+  Status check_proof(const std::string& proof, const std::function<std::string()>& expected,
+                     const std::string& what) const;
   Status check_to_form(const proto::Assignment& assignment);
+  Status take_spare(const proto::Spare& spare);
+  Status take_abort(const proto::Abort& abort);
 
   const JoinSettings settings_;
   const int previous_rank_;
@@ -92,6 +107,7 @@ class JoinHandshake {
   Step step_ = Step::challenge;
   std::string challenge_;  // the coordinator's, and this worker's nonce, of the join
   std::string nonce_;
+  std::uint64_t renewal_ = 0;  // the last Spare's
   proto::Assignment assignment_;
   MeshPlan mesh_plan_;
   proto::GroupPlan plan_message_;

@@ -1,8 +1,9 @@
 // What a worker and its coordinator prove to each other when the worker joins, with the group
 // secret (net/group_secret.h): the worker, that it knows the secret, over the coordinator's
-// challenge and its own request; the coordinator, in the assignment, over both nonces and the
-// rank and generation it assigns. A replayed request or assignment fails: each side's nonce is
-// fresh.
+// challenge and its own request; the coordinator, over both nonces, in every message a worker acts
+// on before its assignment has proven the coordinator: the assignment itself (the rank and
+// generation it assigns), a Spare (kept waiting) and an Abort (refused, or the group ended). A
+// replayed request or answer fails: each side's nonce is fresh, and a Spare's renewal number grows.
 #pragma once
 
 #include <string>
@@ -18,5 +19,11 @@ std::string join_proof(const net::GroupSecret& secret, std::string_view challeng
 
 std::string assignment_proof(const net::GroupSecret& secret, std::string_view challenge,
                              std::string_view worker_nonce, const proto::Assignment& assignment);
+
+std::string spare_proof(const net::GroupSecret& secret, std::string_view challenge,
+                        std::string_view worker_nonce, const proto::Spare& spare);
+
+std::string abort_proof(const net::GroupSecret& secret, std::string_view challenge,
+                        std::string_view worker_nonce, const proto::Abort& abort);
 
 }  // namespace gradsync::daemon

@@ -25,6 +25,10 @@ Status invalid(const std::string& message) { return Status(ErrorCode::invalid_ar
 // The host of "HOST:PORT".
 std::string host_of(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
+// However often a spare's join asks for word that it still is one: no join can make the
+// coordinator send without pause.
+constexpr std::chrono::milliseconds kMinSpareRenewal{10};
+
 }  // namespace
 
 Membership::Membership(MembershipConfig config)
@@ -68,10 +72,12 @@ void Membership::connected(ConnectionId connection, const std::string& from, Tim
     actions_.push_back(Action{Action::Kind::close, connection, {}, reason});
     return;
   }
-  connections_[connection] =
-      Connection{from, now + config_.join_timeout, std::nullopt, -1, net::make_nonce()};
+  Connection& opened = connections_[connection];
+  opened.from = from;
+  opened.deadline = now + config_.join_timeout;
+  opened.challenge = net::make_nonce();
   proto::CoordinatorToWorker message;
-  message.mutable_challenge()->set_nonce(connections_[connection].challenge);
+  message.mutable_challenge()->set_nonce(opened.challenge);
   send(connection, message);
 }
 
@@ -81,6 +87,7 @@ void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& mes
   if (found == connections_.end()) return;  // closed already; a late message changes nothing
   Connection& connection = found->second;
   if (!connection.join) {
+    if (message.has_join()) connection.nonce = message.join().nonce();
     if (Status status = admit(id, connection, message, now); !status.ok()) {
       spdlog::warn("coordinator: rejected a connection from {}: {}", connection.from,
                    status.message());
@@ -92,9 +99,9 @@ void Membership::received(ConnectionId id, const proto::WorkerToCoordinator& mes
       shrink_at_ = now + config_.heartbeat_timeout;
     }
     if (may_form(now)) {
-      form_group();
+      form_group(now);
     } else if (phase_ == Phase::adopting && members() == size()) {
-      adopt();
+      adopt(now);
     }
     return;
   }
@@ -118,7 +125,7 @@ bool Membership::may_form(TimePoint now) const {
 }
 
 void Membership::tick(TimePoint now) {
-  if (may_form(now)) form_group();
+  if (may_form(now)) form_group(now);
   if (phase_ == Phase::adopting && adoption_deadline_ <= now) {
     std::vector<int> missing;
     for (int rank = 0; rank < size(); ++rank) {
@@ -139,12 +146,24 @@ void Membership::tick(TimePoint now) {
   for (const auto& [id, reason] : expired) {
     if (connections_.contains(id)) lose(id, reason);
   }
+  std::vector<ConnectionId> due;
+  for (const auto& [id, connection] : connections_) {
+    if (connection.renew_spare_at && *connection.renew_spare_at <= now) due.push_back(id);
+  }
+  for (const ConnectionId id : due) {
+    send_spare(id,
+               "the group of " + std::to_string(config_.world_size) + " is complete: still a spare",
+               now);
+  }
 }
 
 std::optional<TimePoint> Membership::next_deadline() const {
   std::optional<TimePoint> earliest;
   for (const auto& [id, connection] : connections_) {
     if (!earliest || connection.deadline < *earliest) earliest = connection.deadline;
+    if (connection.renew_spare_at && *connection.renew_spare_at < *earliest) {
+      earliest = connection.renew_spare_at;
+    }
   }
   if (phase_ == Phase::adopting && (!earliest || adoption_deadline_ < *earliest)) {
     earliest = adoption_deadline_;
@@ -203,7 +222,7 @@ Status Membership::admit(ConnectionId id, Connection& connection,
   if (grows) {
     grow();
   } else if (formed) {
-    keep_as_spare(id);
+    keep_as_spare(id, now);
   }
   return {};
 }
@@ -263,7 +282,7 @@ Status Membership::admit_running(ConnectionId id, Connection& connection,
   return {};
 }
 
-void Membership::adopt() {
+void Membership::adopt(TimePoint now) {
   spdlog::info("coordinator: every rank of generation {} is back; it runs on", generation_);
   planning_.adopted(generation_, size());
   send_assignments(adopted_peers_, false);
@@ -274,17 +293,28 @@ void Membership::adopt() {
     grow();
     return;
   }
-  for (const ConnectionId newcomer : joined_) keep_as_spare(newcomer);
+  for (const ConnectionId newcomer : joined_) keep_as_spare(newcomer, now);
 }
 
-void Membership::keep_as_spare(ConnectionId id) {
+void Membership::keep_as_spare(ConnectionId id, TimePoint now) {
   const std::string why = "the group of " + std::to_string(config_.world_size) +
                           " is complete: waiting as a spare (" + std::to_string(joined_.size()) +
                           " waiting)";
   spdlog::info("coordinator: {} {}", connections_.at(id).from, why);
+  send_spare(id, why, now);
+}
+
+void Membership::send_spare(ConnectionId id, const std::string& why, TimePoint now) {
+  Connection& connection = connections_.at(id);
   proto::CoordinatorToWorker message;
   message.mutable_spare()->set_why(why);
-  send(id, message);
+  message.mutable_spare()->set_renewal(++connection.spare_renewals);
+  // A spare gives up a join timeout after the last word (join_handshake.h): it asks for word
+  // often enough that one late word does not lose it.
+  const std::chrono::milliseconds every(connection.join->spare_renewal_ms());
+  connection.renew_spare_at.reset();
+  if (every.count() > 0) connection.renew_spare_at = now + std::max(every, kMinSpareRenewal);
+  send(id, std::move(message));
 }
 
 void Membership::grow() {
@@ -342,6 +372,7 @@ void Membership::assign_ranks() {
   by_rank_.assign(ranks, kNoConnection);
   for (const ConnectionId id : joined_) {
     Connection& member = connections_.at(id);
+    member.renew_spare_at.reset();  // a spare no more
     if (member.join->requested_rank() >= 0 && member.join->requested_rank() < ranks) {
       member.rank = member.join->requested_rank();
       taken[member.rank] = true;
@@ -366,10 +397,10 @@ void Membership::assign_ranks() {
   joined_ = std::move(spares);
 }
 
-void Membership::form_group() {
+void Membership::form_group(TimePoint now) {
   assign_ranks();
   shrink_at_.reset();
-  for (const ConnectionId spare : joined_) keep_as_spare(spare);
+  for (const ConnectionId spare : joined_) keep_as_spare(spare, now);
   spdlog::info("coordinator: group formed, generation {}, {} of {} ranks; {}", generation_, size(),
                config_.world_size,
                config_.network ? "the algorithm table comes from the given model"
@@ -401,11 +432,6 @@ void Membership::send_assignments(const google::protobuf::RepeatedPtrField<proto
   *assignment.mutable_peers() = peers;
   for (int rank = 0; rank < size(); ++rank) {
     assignment.set_rank(rank);
-    const Connection& member = connections_.at(by_rank_[rank]);
-    if (!config_.secret.empty()) {
-      assignment.set_proof(
-          assignment_proof(config_.secret, member.challenge, member.join->nonce(), assignment));
-    }
     send(by_rank_[rank], message);
   }
 }
@@ -422,8 +448,21 @@ void Membership::send_to_members(const proto::CoordinatorToWorker& message) {
   }
 }
 
-void Membership::send(ConnectionId id, const proto::CoordinatorToWorker& message) {
-  actions_.push_back(Action{Action::Kind::send, id, message, {}});
+void Membership::send(ConnectionId id, proto::CoordinatorToWorker message) {
+  if (!config_.secret.empty()) {
+    const Connection& to = connections_.at(id);
+    if (message.has_assignment()) {
+      message.mutable_assignment()->set_proof(
+          assignment_proof(config_.secret, to.challenge, to.nonce, message.assignment()));
+    } else if (message.has_spare()) {
+      message.mutable_spare()->set_proof(
+          spare_proof(config_.secret, to.challenge, to.nonce, message.spare()));
+    } else if (message.has_abort()) {
+      message.mutable_abort()->set_proof(
+          abort_proof(config_.secret, to.challenge, to.nonce, message.abort()));
+    }
+  }
+  actions_.push_back(Action{Action::Kind::send, id, std::move(message), {}});
 }
 
 void Membership::close(ConnectionId id, const std::string& reason) {

@@ -105,6 +105,10 @@ class Membership {
     std::optional<proto::JoinRequest> join;
     int rank = -1;          // once the group has formed
     std::string challenge;  // the nonce this connection's join must prove the secret over
+    std::string nonce;      // the worker's, from its join request (a refused one too)
+    // Kept as a spare: the Spares sent, and when the next is due (the join's spare_renewal_ms).
+    std::uint64_t spare_renewals = 0;
+    std::optional<TimePoint> renew_spare_at;
   };
 
   Status admit(ConnectionId id, Connection& connection, const proto::WorkerToCoordinator& first,
@@ -113,11 +117,13 @@ class Membership {
   Status admit_running(ConnectionId id, Connection& connection, const proto::JoinRequest& join,
                        TimePoint now);
   // Publishes the generation whose ranks have all come back.
-  void adopt();
+  void adopt(TimePoint now);
   // Ends a generation smaller than the group for the newcomers that joined it.
   void grow();
   // Tells a worker that joined a complete group that it waits as a spare.
-  void keep_as_spare(ConnectionId id);
+  void keep_as_spare(ConnectionId id, TimePoint now);
+  // Sends spare `id` the next Spare, saying `why`, and sets when the one after it is due.
+  void send_spare(ConnectionId id, const std::string& why, TimePoint now);
   // The fewest workers a generation may have; whether the joined ones may form one now.
   int smallest() const;
   bool may_form(TimePoint now) const;
@@ -125,7 +131,7 @@ class Membership {
   // A member's message after its join; an error loses the member.
   Status take(const Connection& connection, const proto::WorkerToCoordinator& message,
               TimePoint now);
-  void form_group();
+  void form_group(TimePoint now);
   // Ranks the joined workers (joined_): the rank each requested, then the members of the
   // generation before, in the order of their ranks there, then the others in order of arrival;
   // those past the group's size stay in joined_ as spares.
@@ -136,7 +142,9 @@ class Membership {
   // Sends every member what the plan's making has for them.
   void send_planning_messages();
   void send_to_members(const proto::CoordinatorToWorker& message);
-  void send(ConnectionId id, const proto::CoordinatorToWorker& message);
+  // Sends `message` to `id`; with a group secret, an assignment, a Spare or an abort carries this
+  // connection's proof (join_proofs.h), as a worker takes none before its assignment without it.
+  void send(ConnectionId id, proto::CoordinatorToWorker message);
   void close(ConnectionId id, const std::string& reason);
   // Drops a connection for `reason`: before the group forms it only leaves; after, the generation
   // is aborted and every member is told (end_generation).

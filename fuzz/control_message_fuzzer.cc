@@ -1,8 +1,10 @@
 // Every control message a daemon receives, as arbitrary bytes: parsed as a worker's message and
 // handed to the coordinator's membership state machine as a stranger's first message, and as a
 // member's message once a group of two (with a secret) has formed, then the clock runs out; and
-// parsed as a coordinator's message, whose assignment and plan a worker checks. Nothing may crash,
-// and a group with a secret admits nobody who cannot prove it.
+// parsed as a coordinator's message, whose assignment and plan a worker checks, and which a worker
+// with a secret takes as the answer to its join. Nothing may crash, a group with a secret admits
+// nobody who cannot prove it, and a worker with a secret takes no answer (an assignment, word that
+// it is a spare, an abort) from a coordinator that cannot.
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "daemon/join_handshake.h"
 #include "daemon/join_proofs.h"
 #include "daemon/membership.h"
 #include "daemon/mesh_plan.h"
@@ -50,8 +53,19 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const net::GroupSecret secret(std::string(32, 's'));
   proto::CoordinatorToWorker from_coordinator;
   if (from_coordinator.ParseFromArray(data, static_cast<int>(size))) {
+    JoinSettings settings;
+    settings.coordinator = "10.0.0.1:7000";
+    settings.secret = secret;
+    settings.join_timeout = std::chrono::milliseconds(60'000);
+    JoinHandshake handshake = JoinHandshake::to_form(settings, -1);
+    proto::CoordinatorToWorker challenge;
+    challenge.mutable_challenge()->set_nonce("the coordinator's nonce");
+    proto::WorkerToCoordinator join;
+    (void)handshake.challenged(challenge, "10.0.0.2", 7100, join);  // the join's nonce is fresh
+    if (handshake.answered(from_coordinator).ok() || handshake.ended()) __builtin_trap();
     GroupPlan plan;
     if (from_coordinator.has_plan()) (void)from_proto(from_coordinator.plan(), plan);
     MeshPlan mesh;
@@ -63,7 +77,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   proto::WorkerToCoordinator message;
   if (!message.ParseFromArray(data, static_cast<int>(size))) return 0;
-  const net::GroupSecret secret(std::string(32, 's'));
   MembershipConfig config;
   config.world_size = 2;
   config.network = NetworkModel::uniform(10.0, 0.001);

@@ -1,7 +1,8 @@
 // How a real group's members change without a restart of the others: a group that may shrink
 // (coordinator --min-workers) leaves the survivors of a worker killed without a replacement a
 // smaller generation, and grows back when a worker joins; a spare that joined a complete group
-// takes a lost rank's place at once.
+// waits, past its join timeout while its coordinator keeps telling it that it is one, and takes a
+// lost rank's place at once.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -72,9 +73,12 @@ TEST(ClusterMembership, ASpareTakesALostRanksPlaceAtOnce) {
   ASSERT_EQ(cluster.clients.size(), 2u);
   cli::LocalCluster& group = *cluster.cluster;
   const std::string name = "spare";
-  cli::ChildProcess spare = testing::start_worker(group.coordinator_address(),
-                                                  {"--secret-file", group.secret_file()}, name);
+  cli::ChildProcess spare = testing::start_worker(
+      group.coordinator_address(),
+      {"--secret-file", group.secret_file(), "--join-timeout-ms", "1500"}, name);
   testing::wait_for_log(testing::log_path(name), std::regex("(waiting as a spare)"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+  ASSERT_TRUE(spare.running()) << testing::read_file(testing::log_path(name));
   ::kill(group.worker(1).pid(), SIGKILL);
   group.worker(1).wait();
   testing::wait_for_log(testing::log_path(name), std::regex("(serving clients)"));

@@ -1,8 +1,9 @@
 // Only the group's members get in: a worker without the group secret, or with another one, is
 // refused by the coordinator with UNAUTHENTICATED and a log line naming its address; a worker with
-// a secret refuses a coordinator that cannot prove it; two groups on one machine with different
-// secrets cannot mix; a stranger cannot pose as a peer on a data port; and without a secret no
-// daemon listens beyond loopback unless told --insecure.
+// a secret refuses a coordinator that cannot prove it, in an assignment or in word that it waits as
+// a spare; a spare waits no longer than its join timeout after its coordinator's last word; two
+// groups on one machine with different secrets cannot mix; a stranger cannot pose as a peer on a
+// data port; and without a secret no daemon listens beyond loopback unless told --insecure.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -10,9 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "engine/frame.h"
+#include "gradsync.pb.h"
 #include "net/group_secret.h"
+#include "net/message_stream.h"
 #include "net/socket.h"
 #include "support/cluster.h"
 #include "support/daemon_processes.h"
@@ -34,12 +38,69 @@ std::string new_secret(const std::string& name) {
   return path;
 }
 
+// Waits up to `limit` for `worker` to exit and returns its exit status; one still running then is
+// stopped, and -1 returned.
+int exit_within(cli::ChildProcess& worker, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (worker.running()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      worker.stop();
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return worker.wait();
+}
+
 // Expects `worker` to give up at once with exit status 2 and `reason` in its log.
 void expect_refused(cli::ChildProcess& worker, const std::string& name, const std::string& reason) {
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(worker.wait(), 2) << read_file(log_path(name));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(exit_within(worker, std::chrono::seconds(5)), 2) << read_file(log_path(name));
   EXPECT_NE(read_file(log_path(name)).find(reason), std::string::npos) << read_file(log_path(name));
+}
+
+// A stranger where a worker looks for its coordinator: it listens on loopback, opens a connection
+// with a challenge as a coordinator does, reads the join and answers what a test tells it to. It
+// knows no group secret.
+class FakeCoordinator {
+ public:
+  FakeCoordinator() {
+    net::HostPort loopback;
+    EXPECT_TRUE(net::parse_host_port("127.0.0.1:0", loopback).ok());
+    EXPECT_TRUE(net::listen_tcp(loopback, listener_).ok());
+  }
+
+  std::string address() const { return net::local_address(listener_.get()).to_string(); }
+
+  // Takes a worker's connection, challenges it, and returns its join request.
+  proto::JoinRequest take_join() {
+    const auto deadline = net::Deadline::after(std::chrono::seconds(5));
+    EXPECT_TRUE(net::accept_connection(listener_.get(), deadline, connection_).ok());
+    proto::CoordinatorToWorker challenge;
+    challenge.mutable_challenge()->set_nonce(net::make_nonce());
+    send(challenge);
+    proto::WorkerToCoordinator join;
+    EXPECT_TRUE(net::MessageReader(connection_.get()).receive(join, deadline).ok());
+    EXPECT_TRUE(join.has_join());
+    return join.join();
+  }
+
+  void send(const proto::CoordinatorToWorker& message) {
+    EXPECT_TRUE(
+        net::send_message(connection_.get(), message, net::Deadline::after(std::chrono::seconds(5)))
+            .ok());
+  }
+
+ private:
+  net::UniqueFd listener_;
+  net::UniqueFd connection_;  // open until the test ends: the worker is not let off by a close
+};
+
+proto::CoordinatorToWorker spare(std::uint64_t renewal, const std::string& proof = "") {
+  proto::CoordinatorToWorker message;
+  message.mutable_spare()->set_why("the group of 2 is complete: waiting as a spare (1 waiting)");
+  message.mutable_spare()->set_renewal(renewal);
+  message.mutable_spare()->set_proof(proof);
+  return message;
 }
 
 TEST(ClusterTrust, AWorkerWithoutTheSecretOrWithAnotherIsRefused) {
@@ -70,6 +131,45 @@ TEST(ClusterTrust, AWorkerWithASecretRefusesACoordinatorThatCannotProveIt) {
       start_worker(address, {"--secret-file", new_secret("lonely")}, "trust-lonely");
   expect_refused(worker, "trust-lonely", "does not prove the group secret");
   EXPECT_EQ(coordinator.stop(), 0);
+}
+
+// Without the proof, a stranger that took the coordinator's address would keep the worker
+// waiting as a spare, for a place that never comes.
+TEST(ClusterTrust, AWorkerWithASecretRefusesASpareFromACoordinatorThatCannotProveIt) {
+  for (const std::string& proof : {std::string(), std::string(32, 'x')}) {
+    SCOPED_TRACE(proof.empty() ? "no proof" : "a guessed proof");
+    const std::string name = proof.empty() ? "trust-spare-unproven" : "trust-spare-guessed";
+    FakeCoordinator impostor;
+    cli::ChildProcess worker =
+        start_worker(impostor.address(), {"--secret-file", new_secret(name)}, name);
+    EXPECT_FALSE(impostor.take_join().challenge_response().empty());
+    impostor.send(spare(1, proof));
+    expect_refused(worker, name,
+                   "does not prove the group secret in its word that this worker is a spare");
+  }
+}
+
+// A coordinator that falls silent (or a stranger, where there is no secret) cannot keep a spare
+// waiting: each word starts its join timeout again, and the spare gives up when one passes without.
+TEST(ClusterTrust, ASpareWaitsNoLongerThanItsJoinTimeoutAfterItsCoordinatorsLastWord) {
+  FakeCoordinator silent;
+  const std::string name = "silent-spare";
+  cli::ChildProcess worker = start_worker(silent.address(), {"--join-timeout-ms", "2000"}, name);
+  EXPECT_EQ(silent.take_join().spare_renewal_ms(), 500u);
+  silent.send(spare(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto last_word = std::chrono::steady_clock::now();
+  silent.send(spare(2));
+  EXPECT_EQ(exit_within(worker, std::chrono::seconds(10)), 2) << read_file(log_path(name));
+  EXPECT_GE(std::chrono::steady_clock::now() - last_word, std::chrono::milliseconds(2000))
+      << "the last word started the join timeout again";
+  EXPECT_NE(read_file(log_path(name))
+                .find("waited 2000 ms for a place in the group, or the word of the coordinator "
+                      "at " +
+                      silent.address() +
+                      " that this worker is still kept as a spare (--join-timeout-ms)"),
+            std::string::npos)
+      << read_file(log_path(name));
 }
 
 TEST(ClusterTrust, TwoGroupsWithDifferentSecretsCannotMix) {

@@ -1,7 +1,8 @@
 // A worker's side of joining its coordinator (daemon/join_handshake.h), without a socket: the join
 // request it sends for the challenge, what it waits for and how long, and the coordinator's answers
-// it takes or refuses (an assignment without the secret's proof, one for other local ranks, a plan
-// for another group, another generation than the one to take back).
+// it takes or refuses (an assignment, a Spare or an abort without the secret's proof, a Spare
+// replayed, an assignment for other local ranks, a plan for another group, another generation than
+// the one to take back).
 #include "daemon/join_handshake.h"
 
 #include <gtest/gtest.h>
@@ -87,18 +88,53 @@ TEST(JoinHandshake, ACoordinatorThatSpeaksFirstWithoutAChallengeIsRefused) {
   EXPECT_EQ(status.message(), "the coordinator sent something other than a challenge");
 }
 
-TEST(JoinHandshake, ASpareWaitsForAPlaceAsLongAsItsCoordinatorIsThere) {
+// Word that the worker waits as a spare: renewal `renewal`, proven with `secret` for `request`
+// unless it is empty.
+proto::CoordinatorToWorker spare(std::uint64_t renewal, const std::string& secret = "",
+                                 const proto::JoinRequest& request = {}) {
+  proto::CoordinatorToWorker message;
+  message.mutable_spare()->set_why("the group of 2 is complete");
+  message.mutable_spare()->set_renewal(renewal);
+  if (!secret.empty()) {
+    message.mutable_spare()->set_proof(spare_proof(
+        net::GroupSecret(secret), "the coordinator's nonce", request.nonce(), message.spare()));
+  }
+  return message;
+}
+
+// The coordinator's refusal, proven like spare().
+proto::CoordinatorToWorker refusal(const std::string& secret = "",
+                                   const proto::JoinRequest& request = {}) {
+  proto::CoordinatorToWorker message;
+  message.mutable_abort()->mutable_reason()->set_code(proto::Status::ABORTED);
+  message.mutable_abort()->mutable_reason()->set_message("generation 5 does not run here");
+  if (!secret.empty()) {
+    message.mutable_abort()->set_proof(abort_proof(
+        net::GroupSecret(secret), "the coordinator's nonce", request.nonce(), message.abort()));
+  }
+  return message;
+}
+
+TEST(JoinHandshake, ASpareWaitsAJoinTimeoutAfterEachWordOfItsCoordinator) {
   JoinHandshake handshake = JoinHandshake::to_form(settings(), -1);
-  join(handshake);
+  EXPECT_EQ(join(handshake).spare_renewal_ms(), 15'000u) << "four words per join timeout";
   const auto now = JoinHandshake::TimePoint();
   EXPECT_EQ(handshake.awaited(now).what, "the group to form");
   EXPECT_EQ(handshake.awaited(now).timeout, milliseconds(60'000));
-  proto::CoordinatorToWorker spare;
-  spare.mutable_spare()->set_why("the group of 2 is complete");
-  ASSERT_TRUE(handshake.answered(spare).ok());
+  ASSERT_TRUE(handshake.answered(spare(1)).ok());
   EXPECT_FALSE(handshake.assigned());
-  EXPECT_EQ(handshake.awaited(now).what, "a place in the group");
-  EXPECT_GE(handshake.awaited(now).timeout, std::chrono::hours(24 * 365));
+  // Each word starts the join timeout again: the caller waits anew for the next.
+  EXPECT_EQ(handshake.awaited(now).what,
+            "a place in the group, or the word of the coordinator at 10.0.0.1:7000 that this "
+            "worker is still kept as a spare (--join-timeout-ms)");
+  EXPECT_EQ(handshake.awaited(now).timeout, milliseconds(60'000));
+  ASSERT_TRUE(handshake.answered(spare(2)).ok());
+  EXPECT_EQ(handshake.awaited(now + std::chrono::hours(1)).timeout, milliseconds(60'000));
+  // A word replayed would keep it waiting as long as the replays last.
+  const Status replayed = handshake.answered(spare(2));
+  EXPECT_EQ(replayed.code(), ErrorCode::protocol_error);
+  EXPECT_EQ(replayed.message(),
+            "the coordinator at 10.0.0.1:7000 sent spare renewal 2 after renewal 2");
   ASSERT_TRUE(handshake.answered(assignment()).ok());
   EXPECT_TRUE(handshake.assigned());
   EXPECT_EQ(handshake.mesh_plan().rank, 1);
@@ -125,6 +161,72 @@ TEST(JoinHandshake, AnAssignmentWithoutTheCoordinatorsProofOfTheSecretIsRefused)
                                                           request.nonce(), proven.assignment()));
   EXPECT_TRUE(handshake.answered(proven).ok());
   EXPECT_TRUE(handshake.assigned());
+}
+
+TEST(JoinHandshake, AWorkerWithASecretWaitsAsASpareOnlyOnTheCoordinatorsProof) {
+  JoinHandshake impostor = JoinHandshake::to_form(settings("the secret"), -1);
+  const proto::JoinRequest request = join(impostor);
+  const Status unproven = impostor.answered(spare(1));
+  EXPECT_EQ(unproven.code(), ErrorCode::unauthenticated);
+  EXPECT_EQ(unproven.message(),
+            "the coordinator at 10.0.0.1:7000 does not prove the group secret in its word that "
+            "this worker is a spare (one without --secret-file, or with another secret)");
+  EXPECT_EQ(impostor.answered(spare(1, "another secret", request)).code(),
+            ErrorCode::unauthenticated);
+  proto::JoinRequest other_join = request;
+  other_join.set_nonce("another worker's nonce");
+  EXPECT_EQ(impostor.answered(spare(1, "the secret", other_join)).code(),
+            ErrorCode::unauthenticated)
+      << "proven for another join";
+  proto::CoordinatorToWorker tampered = spare(1, "the secret", request);
+  tampered.mutable_spare()->set_renewal(2);
+  EXPECT_EQ(impostor.answered(tampered).code(), ErrorCode::unauthenticated);
+  EXPECT_EQ(impostor.awaited(JoinHandshake::TimePoint()).what, "the group to form")
+      << "no refused word made it a spare";
+
+  JoinHandshake handshake = JoinHandshake::to_form(settings("the secret"), -1);
+  const proto::JoinRequest proven_join = join(handshake);
+  ASSERT_TRUE(handshake.answered(spare(1, "the secret", proven_join)).ok());
+  ASSERT_TRUE(handshake.answered(spare(2, "the secret", proven_join)).ok());
+  EXPECT_EQ(handshake.answered(spare(3)).code(), ErrorCode::unauthenticated)
+      << "every word, not only the first";
+}
+
+TEST(JoinHandshake, AnAbortBeforeTheAssignmentEndsTheJoinOnlyWithTheCoordinatorsProof) {
+  JoinHandshake impostor = JoinHandshake::to_form(settings("the secret"), -1);
+  const proto::JoinRequest request = join(impostor);
+  const Status unproven = impostor.answered(refusal("another secret", request));
+  EXPECT_EQ(unproven.code(), ErrorCode::unauthenticated);
+  EXPECT_EQ(unproven.message(),
+            "the coordinator at 10.0.0.1:7000 does not prove the group secret in its abort (one "
+            "without --secret-file, or with another secret); it said: generation 5 does not run "
+            "here");
+  EXPECT_FALSE(impostor.ended());
+
+  JoinHandshake handshake = JoinHandshake::to_form(settings("the secret"), -1);
+  const proto::JoinRequest proven_join = join(handshake);
+  const Status ended = handshake.answered(refusal("the secret", proven_join));
+  EXPECT_EQ(ended.code(), ErrorCode::aborted);
+  EXPECT_EQ(ended.message(), "generation 5 does not run here");
+  EXPECT_TRUE(handshake.ended());
+  EXPECT_FALSE(handshake.assigned());
+
+  JoinHandshake without_secret = JoinHandshake::to_form(settings(), -1);
+  join(without_secret);
+  EXPECT_EQ(without_secret.answered(refusal()).message(), "generation 5 does not run here");
+  EXPECT_TRUE(without_secret.ended());
+}
+
+TEST(JoinHandshake, NoTableVersionNorPlanAnswersAJoin) {
+  JoinHandshake handshake = JoinHandshake::to_form(settings(), -1);
+  join(handshake);
+  proto::CoordinatorToWorker proposal;
+  proposal.mutable_table_proposal()->set_generation(5);
+  EXPECT_EQ(handshake.answered(proposal).message(),
+            "the coordinator sent something other than an assignment");
+  EXPECT_EQ(handshake.answered(plan(2, 5)).message(),
+            "the coordinator sent something other than an assignment");
+  EXPECT_FALSE(handshake.assigned());
 }
 
 TEST(JoinHandshake, AnAssignmentThatCountsOtherLocalRanksForThisWorkerIsRefused) {
@@ -177,10 +279,9 @@ TEST(JoinHandshake, TakingBackWantsTheRunningAssignmentBackBeforeTheDeadline) {
   EXPECT_EQ(handshake.awaited(now + milliseconds(4000)).timeout, milliseconds(1))
       << "past the deadline, a last look";
 
-  proto::CoordinatorToWorker spare;
-  spare.mutable_spare()->set_why("the group is complete");
-  EXPECT_EQ(handshake.answered(spare).message(),
+  EXPECT_EQ(handshake.answered(spare(1)).message(),
             "the coordinator sent something other than an assignment");
+  EXPECT_EQ(request.spare_renewal_ms(), 0u) << "a worker that runs a generation is no spare";
   proto::CoordinatorToWorker other = assignment();
   other.mutable_assignment()->set_generation(6);
   EXPECT_EQ(handshake.answered(other).message(),
@@ -188,6 +289,20 @@ TEST(JoinHandshake, TakingBackWantsTheRunningAssignmentBackBeforeTheDeadline) {
   EXPECT_FALSE(handshake.assigned());
   ASSERT_TRUE(handshake.answered(assignment()).ok());
   EXPECT_TRUE(handshake.assigned());
+}
+
+TEST(JoinHandshake, TakingBackEndsTheGroupOnlyOnTheCoordinatorsProvenWord) {
+  const proto::Assignment running = assignment().assignment();
+  const auto deadline = JoinHandshake::TimePoint() + milliseconds(2500);
+  JoinHandshake impostor = JoinHandshake::to_take_back(settings("the secret"), running, deadline);
+  join(impostor);
+  EXPECT_EQ(impostor.answered(refusal()).code(), ErrorCode::unauthenticated);
+  EXPECT_FALSE(impostor.ended()) << "the generation runs on; the caller tries again";
+
+  JoinHandshake handshake = JoinHandshake::to_take_back(settings("the secret"), running, deadline);
+  const proto::JoinRequest request = join(handshake);
+  EXPECT_EQ(handshake.answered(refusal("the secret", request)).code(), ErrorCode::aborted);
+  EXPECT_TRUE(handshake.ended());
 }
 
 TEST(JoinHandshake, TwoAssignmentsAreOfTheSameGroupOnlyWithTheSamePeersAtTheSameRanks) {

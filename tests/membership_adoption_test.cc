@@ -71,12 +71,13 @@ TEST_F(MembershipTest, ARestartedCoordinatorTakesBackTheGenerationItsWorkersRun)
 }
 
 TEST_F(MembershipTest, ARankNotBackWithinAHeartbeatTimeoutEndsTheRunningGeneration) {
-  start(3);
+  const std::string secret = "the group's secret, 32 bytes....";
+  start(3, false, secret);
   const proto::Assignment rank0 = running(4, 0, 3);
   const proto::Assignment rank2 = running(4, 2, 3);
-  join(1, -1, "", -1, &rank0);
-  join(2, -1, "", -1, &rank2);
-  join(3);  // a newcomer
+  join(1, -1, secret, -1, &rank0);
+  join(2, -1, secret, -1, &rank2);
+  join(3, -1, secret);  // a newcomer
   advance(milliseconds(2000));
   heartbeat(1);
   heartbeat(2);
@@ -97,6 +98,13 @@ TEST_F(MembershipTest, ARankNotBackWithinAHeartbeatTimeoutEndsTheRunningGenerati
                   "rank 1 was lost (not back at the restarted coordinator within 3000 ms)"),
               std::string::npos)
         << action.message.abort().reason().message();
+    // They have no assignment of this coordinator's yet: only its proof makes them end the
+    // generation they run (join_handshake.h).
+    EXPECT_TRUE(
+        net::same_proof(action.message.abort().proof(),
+                        abort_proof(net::GroupSecret(secret), challenges_[action.connection],
+                                    "nonce of worker " + std::to_string(action.connection),
+                                    action.message.abort())));
   }
   EXPECT_EQ(closed(ended), (std::vector<ConnectionId>{1, 2}));
   EXPECT_EQ(membership_->stage(), Membership::Stage::forming);
@@ -104,8 +112,8 @@ TEST_F(MembershipTest, ARankNotBackWithinAHeartbeatTimeoutEndsTheRunningGenerati
 
   // The survivors join generation 5 as the ranks they held, with the newcomer who waited; ranks
   // are compacted in the order of the old ones.
-  join(4, -1, "", 2);
-  join(5, -1, "", 0);
+  join(4, -1, secret, 2);
+  join(5, -1, secret, 0);
   const std::vector<Action> formed = new_actions();
   EXPECT_EQ(assignments(formed), (std::map<ConnectionId, int>{{5, 0}, {4, 1}, {3, 2}}));
   for (const Action& action : formed) {

@@ -2,9 +2,11 @@
 // (MembershipConfig::min_workers): after a loss the next generation forms with fewer ranks once no
 // more have joined within a heartbeat timeout of the first, never with fewer than the minimum, and
 // grows again, in a generation of its own, when a worker joins it; the first generation always has
-// every rank. A complete group keeps newcomers as spares, who fill the places of lost members.
+// every rank. A complete group keeps newcomers as spares, who fill the places of lost members, and
+// tells each again, proving the group secret, as often as its join asks, until it has a place.
 #include <gtest/gtest.h>
 
+#include "daemon/join_proofs.h"
 #include "daemon/membership.h"
 #include "support/membership_fixture.h"
 
@@ -131,6 +133,47 @@ TEST_F(MembershipResizeTest, ACompleteGroupKeepsNewcomersAsSparesWhoFillALostPla
   EXPECT_EQ(assignments(actions), (std::map<ConnectionId, int>{{6, 0}, {3, 1}}));
   EXPECT_EQ(sent(actions, &proto::CoordinatorToWorker::has_spare), (std::vector<ConnectionId>{4}));
   EXPECT_EQ(membership_->generation(), 2u);
+}
+
+TEST_F(MembershipResizeTest, ASpareHearsAgainAsOftenAsItsJoinAsksUntilItHasAPlace) {
+  const std::string secret = "the group's secret, 32 bytes....";
+  const auto spares = [&](const std::vector<Action>& actions) {
+    std::vector<std::uint64_t> renewals;
+    for (const Action& action : actions) {
+      if (!action.message.has_spare()) continue;
+      EXPECT_EQ(action.connection, 3u);
+      const proto::Spare& spare = action.message.spare();
+      EXPECT_TRUE(net::same_proof(
+          spare.proof(),
+          spare_proof(net::GroupSecret(secret), challenges_[3], "nonce of worker 3", spare)));
+      renewals.push_back(spare.renewal());
+    }
+    return renewals;
+  };
+  start(2, false, secret);
+  join(1, -1, secret);
+  join(2, -1, secret);
+  new_actions();
+  spare_renewal_ms_ = 1000;
+  join(3, -1, secret);
+  EXPECT_EQ(spares(new_actions()), (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(membership_->next_deadline(), now_ + milliseconds(1000));
+  pass(milliseconds(999), {1, 2, 3});
+  EXPECT_TRUE(spares(new_actions()).empty());
+  pass(milliseconds(1), {1, 2, 3});
+  EXPECT_EQ(spares(new_actions()), (std::vector<std::uint64_t>{2}));
+  pass(milliseconds(2000), {1, 2, 3});
+  EXPECT_EQ(spares(new_actions()), (std::vector<std::uint64_t>{3, 4}));
+
+  // Rank 1 is lost: while the next generation forms, the spare still hears; once it has rank 1's
+  // place, no more.
+  membership_->disconnected(2, "connection closed by the other side");
+  pass(milliseconds(1000), {3});
+  EXPECT_EQ(spares(new_actions()), (std::vector<std::uint64_t>{5}));
+  join(6, -1, secret, 0);
+  EXPECT_EQ(assignments(new_actions()), (std::map<ConnectionId, int>{{6, 0}, {3, 1}}));
+  pass(milliseconds(5000), {6, 3});
+  EXPECT_TRUE(spares(new_actions()).empty());
 }
 
 }  // namespace

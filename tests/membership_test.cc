@@ -130,6 +130,12 @@ TEST_F(MembershipTest, WithASecretOnlyWorkersThatProveItJoin) {
     if (action.kind != Action::Kind::send) continue;
     ASSERT_TRUE(action.message.has_abort());
     EXPECT_EQ(from_proto(action.message.abort().reason()).code(), ErrorCode::unauthenticated);
+    // Proven over the refused join: its worker takes a refusal only so (join_handshake.h).
+    EXPECT_TRUE(
+        net::same_proof(action.message.abort().proof(),
+                        abort_proof(net::GroupSecret(secret), challenges_[action.connection],
+                                    "nonce of worker " + std::to_string(action.connection),
+                                    action.message.abort())));
   }
   EXPECT_EQ(membership_->members(), 1);
   // A replay: connection 3's request, proof and all, on another connection.

@@ -54,6 +54,7 @@ class MembershipTest : public ::testing::Test {
     request.set_requested_rank(rank);
     request.set_nonce("nonce of worker " + std::to_string(id));
     if (previous_rank >= 0) request.set_previous_rank(previous_rank);
+    request.set_spare_renewal_ms(spare_renewal_ms_);
     if (running != nullptr) {
       *request.mutable_running() = *running;
       request.set_data_address(running->peers(running->rank()).data_address());
@@ -134,6 +135,8 @@ class MembershipTest : public ::testing::Test {
   std::map<ConnectionId, std::string> challenges_;
   // A connection's data address when it is not 127.0.0.1:(5000 + id): a worker that joins again.
   std::map<ConnectionId, std::string> data_addresses_;
+  // How often the joins from now on ask for word while they are spares (0: never).
+  std::uint32_t spare_renewal_ms_ = 0;
   std::vector<Action> kept_;
 };
 
