@@ -38,7 +38,8 @@ def test_an_op_the_other_ranks_never_submit_exceeds_its_deadline_a_timeout_error
 
 def test_a_second_submitting_client_of_a_rank_is_invalid_argument_a_value_error(group2):
     group2.on_every_rank(lambda rank, client: client.barrier())
-    second = gradsync.Client(group2.sockets[0])
+    # Unnamed, its stream would be the job's next ("1"): it names the first client's.
+    second = gradsync.Client(group2.sockets[0], stream=group2.clients[0].stream)
     with pytest.raises(ValueError, match="already has a submitting client") as raised:
         second.allreduce(np.zeros(4, dtype=np.float32))
     assert isinstance(raised.value, gradsync.InvalidArgument)
