@@ -1,10 +1,14 @@
 """One rank of the torch backend tests, run as a process of its own (as torchrun would):
-    torch_rank.py RANK WORLD_SIZE INIT_FILE
-with GRADSYNC_SOCKETS set. Checks every collective of the "gradsync" backend against its closed
-form, then trains the same model with DDP over gradsync, over gloo, and over gloo with gradsync's
-average hook, and checks that all give the same parameters, the same on every rank; and with
-gradsync's bf16 and f16 hooks, parameters close to those and the same on every rank. Prints "ok"
-when all holds."""
+    torch_rank.py RANK WORLD_SIZE INIT_FILE [SCENARIO]
+with GRADSYNC_SOCKETS set. Prints "ok" when the scenario's checks all hold. The scenarios:
+  everything (the default): every collective of the "gradsync" backend against its closed form,
+    then the same model trained with DDP over gradsync, over gloo, and over gloo with gradsync's
+    average hook, which must give the same parameters, the same on every rank; and with gradsync's
+    bf16 and f16 hooks, parameters close to those and the same on every rank.
+  groups: a new group of every rank beside the default one, their collectives interleaved.
+  groups_in_flight: as groups, with the ops of both in flight at once (async_op).
+  reinit: destroy_process_group, then init_process_group again in the same process (a store of
+    its own: INIT_FILE with ".again"), and collectives on the new one."""
 import math
 import sys
 
@@ -75,10 +79,13 @@ def train(process_group, rank, steps=5, hook_state=None, hook=gradsync.torch.all
     return torch.cat([p.detach().view(-1) for p in model.parameters()])
 
 
-def main():
-    rank, size, init_file = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def init(init_file, rank, size):
     dist.init_process_group("gradsync", init_method="file://" + init_file, rank=rank,
                             world_size=size)
+
+
+def everything(rank, size, init_file):
+    init(init_file, rank, size)
     collectives(rank, size)
     over_gradsync = train(dist.group.WORLD, rank)
     gloo = dist.new_group(backend="gloo")
@@ -105,6 +112,95 @@ def main():
         check(all(torch.equal(p, parameters) for p in everyone),
               f"ranks hold different parameters after {what}")
     dist.destroy_process_group()
+
+
+def each_group_sums_its_own(rank, size, group, offset):
+    """An all_reduce on `group` of values no other group's op sums: rank r gives offset + r + 1."""
+    tensor = torch.full((4,), float(offset + rank + 1))
+    dist.all_reduce(tensor, group=group)
+    expected = size * offset + size * (size + 1) // 2
+    check(torch.equal(tensor, torch.full((4,), float(expected))),
+          f"all_reduce of offset {offset}: {tensor}, not {expected}")
+
+
+def groups(rank, size, init_file):
+    init(init_file, rank, size)
+    world = dist.distributed_c10d._get_default_group()
+    other = dist.new_group()
+    check(other.client.job == world.client.job and other.client.stream != world.client.stream,
+          f"the new group's client is stream {other.client.stream!r} of job "
+          f"{other.client.job!r}; the default group's {world.client.stream!r} of "
+          f"{world.client.job!r}")
+    for round in range(3):
+        each_group_sums_its_own(rank, size, None, 1000 * round)
+        each_group_sums_its_own(rank, size, other, 1000 * round + 100)
+        tensor = torch.arange(3.0) + 10 * rank
+        root = round % size
+        dist.broadcast(tensor, src=root)
+        check(torch.equal(tensor, torch.arange(3.0) + 10 * root), f"broadcast: {tensor}")
+        gathered = [torch.zeros(2, dtype=torch.int64) for _ in range(size)]
+        dist.all_gather(gathered, torch.full((2,), 10 * rank + round, dtype=torch.int64),
+                        group=other)
+        check(all(torch.equal(g, torch.full((2,), 10 * r + round))
+                  for r, g in enumerate(gathered)), f"all_gather: {gathered}")
+    dist.destroy_process_group()
+
+
+def groups_in_flight(rank, size, init_file):
+    init(init_file, rank, size)
+    other = dist.new_group()
+    # Both groups' ops in flight at once, submitted in the same order on every rank.
+    tensors, works = [], []
+    for index in range(4):
+        for group, offset in ((None, 0), (other, 100)):
+            tensor = torch.full((1000,), float(offset + 10 * index + rank + 1))
+            tensors.append((tensor, size * (offset + 10 * index) + size * (size + 1) // 2))
+            works.append(dist.all_reduce(tensor, group=group, async_op=True))
+    for work in works:
+        work.wait()
+    for tensor, expected in tensors:
+        check(torch.equal(tensor, torch.full((1000,), float(expected))),
+              f"async all_reduce: {tensor[:3]}..., not {expected}")
+    dist.destroy_process_group()
+
+
+def reinit(rank, size, init_file):
+    init(init_file, rank, size)
+    first = dist.distributed_c10d._get_default_group()
+    first_job = first.client.job
+    first_other = dist.new_group()
+    each_group_sums_its_own(rank, size, None, 0)
+    each_group_sums_its_own(rank, size, first_other, 100)
+    dist.destroy_process_group()
+    init(init_file + ".again", rank, size)
+    second = dist.distributed_c10d._get_default_group()
+    check(second.client.job != first_job, f"the second init's job is the first's: {first_job!r}")
+    second_other = dist.new_group()
+    for round in range(3):
+        each_group_sums_its_own(rank, size, None, 1000 * round)
+        each_group_sums_its_own(rank, size, second_other, 1000 * round + 100)
+        tensor = torch.arange(3.0) + 10 * rank
+        dist.broadcast(tensor, src=size - 1)
+        check(torch.equal(tensor, torch.arange(3.0) + 10 * (size - 1)), f"broadcast: {tensor}")
+    # The new init closed the first job's groups.
+    for group in (first, first_other):
+        try:
+            group.client.allreduce(torch.ones(1))
+        except gradsync.InvalidArgument as error:
+            check("closed" in str(error), f"an op of the first job's group: {error}")
+            continue
+        raise AssertionError("an op of the first job's group ran after the second init")
+    dist.destroy_process_group()
+
+
+SCENARIOS = {"everything": everything, "groups": groups, "groups_in_flight": groups_in_flight,
+             "reinit": reinit}
+
+
+def main():
+    rank, size, init_file = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    scenario = sys.argv[4] if len(sys.argv) > 4 else "everything"
+    SCENARIOS[scenario](rank, size, init_file)
     print("ok")
 
 
