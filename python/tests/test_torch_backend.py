@@ -4,6 +4,7 @@ groups beside the default one, and a second init_process_group in the same proce
 import os
 import subprocess
 import sys
+
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
