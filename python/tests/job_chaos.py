@@ -10,7 +10,10 @@ op a process finished is classified right, failed clearly (a gradsync.Error with
 failed unclearly or wrong (returned with wrong values).
 
 Targets (exit status 1 when one is missed): every next job right on its first op, no op wrong or
-failed unclearly, every survivor of a kill failing within --max-survivor-error-s of it.
+failed unclearly, every survivor of a kill failing within --max-survivor-error-s of it, no op of
+a killed or interrupted job failing before the fault struck (nothing had gone wrong yet), every
+process ending once struck. Figures with no target: the time from a fault to the next job's
+first success, how many survivors' errors name the killed rank, what the second jobs saw.
 
     python/tests/job_chaos.py --rounds 100 --seed 1 --bin build/bin
 
