@@ -77,9 +77,9 @@ std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
   OpShape shape;
   std::uint64_t table_bytes = 0;
   std::optional<GroupPlan> switched;
-  const std::uint64_t op_count = mesh.next_op_id();
-  Status status = table_gate_.admit(op_count, switched);
-  if (switched) take_table_version(std::move(*switched), op_count);
+  options.op_count = mesh.next_op_id();
+  Status status = table_gate_.admit(options.op_count, switched);
+  if (switched) take_table_version(std::move(*switched), options.op_count);
   if (status.ok()) status = local_ops.missing;
   if (status.ok()) status = prepare_local_ops(local_ops, options, shape, table_bytes);
   if (!status.ok()) {
@@ -92,8 +92,10 @@ std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
   ++ops_served_;
   if (!status.ok()) {
     ++ops_failed_;
+    // An op refused before its request was read has no descriptor to show.
     spdlog::warn("host {}: {} '{}' ({}) failed: {}", rank(), options.op.to_string(),
-                 local_ops.ops.front().op.name(), options.descriptor.to_string(),
+                 local_ops.ops.front().op.name(),
+                 local_ops.missing.ok() ? options.descriptor.to_string() : "not started here",
                  status.to_string());
   }
   return replies(local_ops, status, options.descriptor.algorithm, start);

@@ -8,7 +8,8 @@ Status run_timed_op(engine::PeerMesh& mesh, const engine::AbortSignal& abort,
                     const OwnOpSettings& settings, const Schedule& schedule,
                     const engine::OpDescriptor& descriptor, std::byte* data, double& elapsed_us) {
   engine::ExecuteOptions options;
-  options.op.place = mesh.next_op_id();
+  options.op_count = mesh.next_op_id();
+  options.op.place = options.op_count;
   options.segment_bytes = settings.segment_bytes;
   options.deadline = net::Deadline::after(settings.timeout);
   options.interrupt = &abort;

@@ -83,6 +83,8 @@ class OpRun {
         stalled_since_(mesh.world_size()),
         other_job_(mesh.world_size()) {}
 
+  std::uint64_t peers_count() const { return peers_count_; }
+
   Status run() {
     for (std::size_t round = 0; round < schedule_.rounds.size(); ++round) {
       queues_.begin_round(round);
@@ -171,7 +173,7 @@ class OpRun {
     if (ready < 0 && errno != EINTR) {
       return Status(ErrorCode::internal, std::string("waiting failed: ") + std::strerror(errno));
     }
-    if (options_.interrupt != nullptr) {
+    if (options_.interrupt != nullptr && woke_by_interrupt(ready)) {
       if (Status why = options_.interrupt->interruption(); !why.ok()) return why;
     }
     if (ready == 0) {
@@ -193,6 +195,16 @@ class OpRun {
       }
     }
     return {};
+  }
+
+  // Whether the wait's `ready` entries include the interrupt's fd besides the channels': asking
+  // the interrupt costs a system call, which most waits of a small op would pay for nothing.
+  bool woke_by_interrupt(int ready) const {
+    const auto channels = std::count_if(
+        events_.begin(), events_.end(), [](const net::ChannelEvents& events) {
+          return events.readable || events.writable || events.hung_up;
+        });
+    return ready > channels;
   }
 
   std::string describe_op() const {
@@ -242,6 +254,7 @@ class OpRun {
     header.kind = FrameKind::data;
     header.generation = mesh_.generation();
     header.op = options_.op;
+    header.op_count = options_.op_count;
     header.round = static_cast<std::uint32_t>(segment.round);
     header.segment = segment.index;
     header.offset = format_.on_the_wire(segment.offset);
@@ -346,6 +359,9 @@ class OpRun {
     }
     stream.header = header;
     stream.payload_done = 0;
+    if (header.kind == FrameKind::data && header.op == options_.op) {
+      peers_count_ = std::max(peers_count_, header.op_count);
+    }
     if (header.kind == FrameKind::data && header.op == options_.op &&
         header.descriptor != options_.descriptor) {
       return mismatch("rank " + std::to_string(stream.peer()) + " submitted " +
@@ -413,12 +429,10 @@ class OpRun {
     stream.drop_header();
     if (stale) return {};
     if (done.kind == FrameKind::end) {
-      // An end of an earlier client of the stream (its name used again), or of one whose data
-      // for this op came before it, fails nothing.
-      if (!done.op.same_stream(options_.op) || options_.op.place <= done.op.place ||
-          !queues_.expects_more_from(stream.peer())) {
-        return {};
-      }
+      // The peer's client will never submit this op, so no rank can finish it, whether this one
+      // needs the peer's data or not. An end of an earlier client of the stream (its name used
+      // again), or of one that submitted this op, fails nothing.
+      if (!done.op.same_stream(options_.op) || options_.op.place <= done.op.place) return {};
       return Status(ErrorCode::aborted,
                     "rank " + std::to_string(stream.peer()) + ": " +
                         std::string(reinterpret_cast<const char*>(abort_text_.data()),
@@ -537,6 +551,7 @@ class OpRun {
   // Since when each peer has sent nothing of a frame this rank is in the middle of reading.
   std::vector<std::optional<net::Clock::time_point>> stalled_since_;
   std::vector<std::optional<OpKey>> other_job_;  // by peer: an op of another job it sent
+  std::uint64_t peers_count_ = 0;  // the largest op count of this op's peers' frames
   std::vector<std::byte> trash_;
   std::vector<std::byte> abort_text_;
   std::vector<net::ChannelInterest> interests_;  // what each wait watches, and what it found
@@ -547,7 +562,9 @@ class OpRun {
 
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
                const ExecuteOptions& options) {
-  Status status = OpRun(schedule, buffers, mesh, options).run();
+  OpRun run(schedule, buffers, mesh, options);
+  Status status = run.run();
+  mesh.catch_up(run.peers_count());
   mesh.finished(options.op);
   mesh.workspace().release_beyond(kKeptWorkspaceSegments * options.segment_bytes);
   return status;

@@ -34,6 +34,10 @@ struct OpBuffers {
 struct ExecuteOptions {
   OpDescriptor descriptor;
   OpKey op;
+  // The mesh's count of the ops it has started (PeerMesh::next_op_id), this one included: where a
+  // new algorithm table takes effect. Frames carry it, and a rank that has counted fewer ops than
+  // a peer of this op catches up once it is over.
+  std::uint64_t op_count = 0;
   std::size_t segment_bytes = knobs::kSegmentBytes.default_value;
   net::Deadline deadline =
       net::Deadline::after(std::chrono::milliseconds(knobs::kOpTimeoutMs.default_value));

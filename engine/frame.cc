@@ -82,6 +82,7 @@ EncodedHeader encode(const FrameHeader& header) {
   put<std::uint64_t>(bytes, 56, header.descriptor.count);
   put<std::uint64_t>(bytes, 64, header.op.job);
   put<std::uint64_t>(bytes, 72, header.op.stream);
+  put<std::uint64_t>(bytes, 80, header.op_count);
   return bytes;
 }
 
@@ -110,6 +111,7 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
   header.generation = get<std::uint64_t>(bytes, 8);
   header.op = {get<std::uint64_t>(bytes, 64), get<std::uint64_t>(bytes, 72),
                get<std::uint64_t>(bytes, 16)};
+  header.op_count = get<std::uint64_t>(bytes, 80);
   header.round = get<std::uint32_t>(bytes, 24);
   header.segment = get<std::uint32_t>(bytes, 28);
   header.offset = get<std::uint64_t>(bytes, 32);

@@ -1,4 +1,4 @@
-// The data-plane frame (docs/architecture.md §5.1): a fixed 80-byte little-endian header, then raw
+// The data-plane frame (docs/architecture.md §5.1): a fixed 88-byte little-endian header, then raw
 // payload bytes. The header names the op and carries its descriptor, so that ranks that disagree
 // about an op fail at once with an error naming both sides instead of hanging or mixing data.
 //
@@ -20,6 +20,8 @@
 //       56     8  element count (hello: the world size)
 //       64     8  the op's job (a tag of its name; 0: the daemon's own op)
 //       72     8  the op's stream within its job (a tag of its name)
+//       80     8  the sender's count of the ops it has started in the generation, this one
+//                 included (where a new algorithm table takes effect)
 #pragma once
 
 #include <array>
@@ -33,7 +35,7 @@
 
 namespace gradsync::engine {
 
-inline constexpr std::size_t kFrameHeaderBytes = 80;
+inline constexpr std::size_t kFrameHeaderBytes = 88;
 inline constexpr std::uint32_t kFrameMagic = 0x31445347;  // "GSD1" little-endian
 inline constexpr std::uint16_t kFrameVersion = 4;
 // No segment may be longer: a header claiming more is rejected before anything is read.
@@ -86,6 +88,7 @@ struct FrameHeader {
   FrameKind kind = FrameKind::data;
   std::uint64_t generation = 0;
   OpKey op;
+  std::uint64_t op_count = 0;
   std::uint32_t round = 0;
   std::uint32_t segment = 0;
   std::uint64_t offset = 0;

@@ -3,8 +3,10 @@
 // is done with, and of other jobs, are skipped by their key (frame.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <utility>
@@ -46,6 +48,13 @@ class PeerMesh {
   // This rank's count of the ops it has started in the generation, 1 for the first: the place of
   // the daemon's own ops, and where a new algorithm table takes effect.
   std::uint64_t next_op_id() { return next_op_id_++; }
+  // A peer has counted `count` ops: ops a job ran on some ranks only (one whose client died, a
+  // lone rank's) leave the counts apart, and the next op they share brings them together again.
+  void catch_up(std::uint64_t count) {
+    if (count < std::numeric_limits<std::uint64_t>::max()) {
+      next_op_id_ = std::max(next_op_id_, count + 1);
+    }
+  }
   OpWorkspace& workspace() { return workspace_; }
 
   // This rank is done with client op `op`: a frame of it, or of an earlier op of its stream, that

@@ -1,4 +1,4 @@
-// The data-plane frame decoder on arbitrary 80-byte headers: it never crashes, and whatever it
+// The data-plane frame decoder on arbitrary 88-byte headers: it never crashes, and whatever it
 // accepts encodes back to the same bytes and describes itself.
 #include <cstddef>
 #include <cstdint>

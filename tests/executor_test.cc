@@ -651,6 +651,26 @@ TEST(Executor, AnEndWithAReasonOverTheLimitIsAProtocolError) {
       << status.message();
 }
 
+// Rank 1 has started more ops than rank 0 (a job ran some on it alone): once they share an op,
+// rank 0 counts on from rank 1's count, so that a new algorithm table takes effect at the same op
+// on both again.
+TEST(Executor, ARankBehindInItsOpCountCatchesUpWithItsPeers) {
+  auto meshes = connected_meshes(2);
+  for (int skipped = 0; skipped < 9; ++skipped) meshes[1].next_op_id();
+  const OpShape shape{Collective::allreduce, 2, 10, 4};
+  on_every_rank(2, [&](int rank) {
+    Bytes data(40);
+    ExecuteOptions options =
+        options_for(shape, Algorithm::ring, DataType::f32, ReduceOp::sum, 1, 256);
+    options.op_count = meshes[rank].next_op_id();
+    EXPECT_TRUE(execute(build_schedule(shape, Algorithm::ring, rank), {data.data(), nullptr},
+                        meshes[rank], options)
+                    .ok());
+  });
+  EXPECT_EQ(meshes[0].next_op_id(), 11u) << "rank 1's op was its 10th";
+  EXPECT_EQ(meshes[1].next_op_id(), 11u);
+}
+
 TEST(Executor, ASilentPeerHitsTheDeadline) {
   auto meshes = connected_meshes(2);
   const OpShape shape{Collective::allreduce, 2, 10, 4};
