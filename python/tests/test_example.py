@@ -1,6 +1,7 @@
 """The training example (examples/train_digits.py) runs as a user runs it, under `gradsync
 local`: it trains, keeps every rank's parameters identical and matches one process's loss."""
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -32,10 +33,23 @@ def test_gradients_sent_as_bf16_train_to_the_single_process_accuracy():
     assert "test accuracy of the single process" in result.stdout, result.stdout
 
 
+def free_port_outside_the_ephemeral_range():
+    """A free port for MASTER_PORT. One the kernel picks (bind to port 0) is from the range it
+    hands out to every socket bound that way, and the tests running beside this one (daemons
+    among them) may take it before torch does: rank 0's store then cannot listen, and rank 1
+    waits on whatever took it."""
+    for port in random.sample(range(20000, 30000), 200):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port from 20000 to 29999")
+
+
 def test_ranks_started_with_torchs_environment_meet_at_master_addr(group2):
-    with socket.socket() as probe:  # a free port for MASTER_PORT
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port_outside_the_ephemeral_range()
     ranks = []
     for rank in range(2):
         env = dict(os.environ, GRADSYNC_SOCKETS=",".join(group2.sockets), RANK=str(rank),
