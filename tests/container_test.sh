@@ -198,6 +198,8 @@ as_user() {  # UID GROUPS CMD...: runs CMD as a training process of that user
 }
 bench=("$bin/gradsync" bench --algorithm auto --min-bytes 4 --max-bytes 1MiB --step-factor 64
   --iters 3 --warmup 1)
+# The two processes are one job, as every process of a run started by hand (docs/clients.md).
+export GRADSYNC_JOB="across hosts $$"
 GRADSYNC_SOCKETS=$home/rank.sock as_user "$trainer" "" "${bench[@]}" >"$work/trainer.txt" 2>&1 &
 bench_pid=$!
 GRADSYNC_SOCKETS=$srv/rank.sock as_user "$member" "$group" "${bench[@]}" >"$work/member.txt" 2>&1 ||
