@@ -222,6 +222,8 @@ class OpRun {
       others += "; rank " + std::to_string(peer) + " ran ops of another job meanwhile (" +
                 other_job_[peer]->to_string() + ")";
     }
+    // The likeliest cause: processes of one run started by hand, each a job of its own.
+    if (!others.empty()) others += " (every process of one run names the same job: GRADSYNC_JOB)";
     return Status(ErrorCode::deadline_exceeded, describe_op() + " timed out in round " +
                                                     std::to_string(queues_.round()) + " of " +
                                                     std::to_string(schedule_.rounds.size()) +
