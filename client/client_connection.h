@@ -37,6 +37,14 @@ inline void throw_if_failed(const Status& status) {
   if (!status.ok()) throw ClientError(status);
 }
 
+// The next op's number among every op this process submits, through any of its clients: a daemon
+// runs the ops of several streams it finds at once in this order, which is the program's order on
+// every rank, so that all daemons run them in the same order.
+inline std::uint64_t next_process_order() {
+  static std::atomic<std::uint64_t> submitted{0};
+  return ++submitted;
+}
+
 inline std::uint64_t rounded_region_size(std::uint64_t bytes) {
   std::uint64_t size = kMinRegionBytes;
   while (size < bytes) size *= 2;
@@ -184,6 +192,7 @@ class ClientConnection {
     op.region_id = state->region != nullptr ? state->region->id : 0;
     op.count = submission.shape.count;
     op.socket_messages_before = socket_messages_sent_;
+    op.process_order = next_process_order();
     op.collective = to_proto(submission.shape.collective);
     op.dtype = to_proto(submission.type);
     op.op = to_proto(options.op);

@@ -37,7 +37,7 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
             },
             [this](int pid) { return connections_of(pid); }),
         spinner_(io, std::chrono::microseconds(hello.spin_us()),
-                 [this](const Session& session) { return serve_queue(session); }),
+                 [this] { return serve_queues(); }),
         pairing_(hello.local_ranks(), hello.rank(), hello.host()),
         pairing_timer_(io),
         hello_(std::move(hello)),
@@ -65,7 +65,8 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
   void take_messages(const Session& session);
   template <typename More>
   bool serve_messages(const Session& session, More&& more);
-  bool serve_queue(const Session& session);
+  bool serve_queues();
+  bool take_queue(const Session& session);
   bool serve(const Session& session, const proto::ClientToDaemon& message, net::UniqueFd attached);
   bool hello(const Session& session, const proto::ClientHello& request);
   bool status(ClientSession& session);
@@ -140,7 +141,7 @@ void ClientServer::Loop::take_messages(const Session& session) {
                       [&] { return std::exchange(first, false) || session->buffered(); })) {
     return;
   }
-  serve_queue(session);
+  serve_queues();
   if (!sessions_.contains(session->id())) return;
   spinner_.stay_awake();
   read(session);
@@ -166,9 +167,31 @@ bool ClientServer::Loop::serve_messages(const Session& session, More&& more) {
   return true;
 }
 
-// Serves the ops the client has published in its queue, at most a queue's worth before the
-// event loop's next turn; true if there were any.
-bool ClientServer::Loop::serve_queue(const Session& session) {
+// Takes the ops every client has published in its queue, looking at every queue again until a look
+// finds none (or a few looks, if clients publish as fast as this takes), and then runs the places
+// they complete: an op that a process published before one that was found is then found too, so
+// that the pairing runs a program's ops of several streams in the program's order
+// (StreamPairing::take_actions). True if there were any.
+bool ClientServer::Loop::serve_queues() {
+  constexpr int kMostLooks = 8;
+  bool served = false;
+  bool took = true;
+  for (int look = 0; took && look < kMostLooks; ++look) {
+    took = false;
+    std::vector<Session> queued;
+    for (const auto& [id, session] : sessions_) {
+      if (session->queue() != nullptr) queued.push_back(session);
+    }
+    for (const Session& session : queued) took = take_queue(session) || took;
+    served = served || took;
+  }
+  perform_pairing(nullptr);
+  return served;
+}
+
+// Takes the ops the client has published in its queue into the pairing, at most a queue's worth;
+// true if there were any.
+bool ClientServer::Loop::take_queue(const Session& session) {
   bool served = false;
   for (std::uint32_t turn = 0; turn < net::kOpQueueSlots; ++turn) {
     if (session->queue() == nullptr || !sessions_.contains(session->id())) return served;
@@ -227,7 +250,9 @@ bool ClientServer::Loop::serve(const Session& session, const proto::ClientToDaem
     }
     return true;
   }
-  if (message.has_submit()) return submit(session, message.submit(), false);
+  if (message.has_submit()) {
+    return submit(session, message.submit(), false) && perform_pairing(session.get());
+  }
   // A doorbell: its queue is served once the socket has been read.
   if (message.has_doorbell()) return true;
   spdlog::warn("dropped a client that sent an empty message");
@@ -260,7 +285,8 @@ bool ClientServer::Loop::status(ClientSession& session) {
   return session.reply(reply);
 }
 
-// Takes an op of the client's stream; false: the client is to be dropped.
+// Takes an op of the client's stream into the pairing, which the caller then performs; false: the
+// client is to be dropped.
 bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& submitted,
                                 bool queued) {
   PendingOp op{session, session->id(), submitted, nullptr, {}, session->local_rank(), queued};
@@ -285,7 +311,7 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
   op.key = session->stream().key(session->take_place());
   op.region = session->region(op.op.region_id());
   pairing_.submit(std::move(op));
-  return perform_pairing(session.get());
+  return true;
 }
 
 // Makes `session` a submitting client of its stream and local rank, unless another one is or

@@ -1,16 +1,16 @@
 #include "daemon/op_queue_spinner.h"
 
+#include <algorithm>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <thread>
-#include <vector>
 
 #include "daemon/client_session.h"
 
 namespace gradsync::daemon {
 
 OpQueueSpinner::OpQueueSpinner(asio::io_context& io, std::chrono::microseconds spin,
-                               ServeQueue serve)
+                               ServeQueues serve)
     : io_(io), spin_(spin), serve_(std::move(serve)) {}
 
 void OpQueueSpinner::add(const std::shared_ptr<ClientSession>& session) {
@@ -31,13 +31,10 @@ void OpQueueSpinner::stay_awake() {
 }
 
 void OpQueueSpinner::look_once() {
-  std::vector<std::shared_ptr<ClientSession>> published;
-  for (const auto& [key, session] : queued_) {
-    if (session->queue()->has_ops()) published.push_back(session);
-  }
-  bool served = false;
-  for (const auto& session : published) served = serve_(session) || served;
-  if (served) stay_awake();  // spinning already: only the end moves
+  const bool published = std::any_of(queued_.begin(), queued_.end(), [](const auto& entry) {
+    return entry.second->queue()->has_ops();
+  });
+  if (published && serve_()) stay_awake();  // spinning already: only the end moves
   if (net::Clock::now() < awake_until_) {
     std::this_thread::yield();  // a client may share this CPU
     post([this] { look_once(); });

@@ -21,10 +21,10 @@ class ClientSession;
 
 class OpQueueSpinner {
  public:
-  // Serves the ops a client has published in its queue; true if there were any.
-  using ServeQueue = std::function<bool(const std::shared_ptr<ClientSession>& session)>;
+  // Serves the ops the clients have published in their queues; true if there were any.
+  using ServeQueues = std::function<bool()>;
 
-  OpQueueSpinner(asio::io_context& io, std::chrono::microseconds spin, ServeQueue serve);
+  OpQueueSpinner(asio::io_context& io, std::chrono::microseconds spin, ServeQueues serve);
 
   // `owner` keeps this spinner alive while a look is posted; set before the first stay_awake().
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
@@ -47,7 +47,7 @@ class OpQueueSpinner {
 
   asio::io_context& io_;
   const std::chrono::microseconds spin_;
-  const ServeQueue serve_;
+  const ServeQueues serve_;
   std::weak_ptr<void> owner_;
   std::map<const ClientSession*, std::shared_ptr<ClientSession>> queued_;  // those with a queue
   bool spinning_ = false;

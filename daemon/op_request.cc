@@ -27,6 +27,7 @@ proto::SubmitOp submit_op_from(const net::QueuedOp& queued) {
   op.set_op(static_cast<proto::ReduceOp>(queued.op));
   op.set_algorithm(static_cast<proto::Algorithm>(queued.algorithm));
   op.set_count(queued.count);
+  op.set_process_order(queued.process_order);
   op.set_root(queued.root);
   op.set_timeout_ms(queued.timeout_ms);
   op.set_wire(static_cast<proto::DataType>(queued.wire));

@@ -214,6 +214,27 @@ void StreamPairing::tick(TimePoint now) {
   }
 }
 
+std::vector<PairingAction> StreamPairing::take_actions() {
+  std::vector<PairingAction> actions = std::exchange(actions_, {});
+  std::vector<std::size_t> runs;
+  for (std::size_t index = 0; index < actions.size(); ++index) {
+    if (actions[index].kind == PairingAction::Kind::run) runs.push_back(index);
+  }
+  const auto submitted = [](const PairingAction& action) {
+    return action.place.ops.empty() ? 0 : action.place.ops.front().op.process_order();
+  };
+  std::vector<PairingAction> ordered;
+  for (const std::size_t index : runs) ordered.push_back(std::move(actions[index]));
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const PairingAction& left, const PairingAction& right) {
+                     return submitted(left) < submitted(right);
+                   });
+  for (std::size_t slot = 0; slot < runs.size(); ++slot) {
+    actions[runs[slot]] = std::move(ordered[slot]);
+  }
+  return actions;
+}
+
 void StreamPairing::run_complete_places(Stream& stream) {
   while (stream.every_local_waits()) {
     PairingAction action;

@@ -133,8 +133,11 @@ class StreamPairing {
   std::optional<TimePoint> deadline() const;
   void tick(TimePoint now);
 
-  // The actions since the last call, in order.
-  std::vector<PairingAction> take_actions() { return std::exchange(actions_, {}); }
+  // The actions since the last call, in order, except that the places to run are in the order
+  // their processes submitted them (SubmitOp::process_order): a caller that has submitted every op
+  // its clients had published before taking them runs one program's ops of several streams in the
+  // same order on every daemon.
+  std::vector<PairingAction> take_actions();
 
  private:
   // One local rank's op stream.

@@ -30,6 +30,7 @@ struct QueuedOp {
   // Messages the client had sent on its socket before this op: an op may name a region whose
   // attachment the daemon has not read yet.
   std::uint64_t socket_messages_before;
+  std::uint64_t process_order;  // proto::SubmitOp::process_order
   std::int32_t collective;
   std::int32_t dtype;
   std::int32_t op;

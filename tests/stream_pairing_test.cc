@@ -25,15 +25,16 @@ class StreamPairingTest : public ::testing::Test {
  protected:
   // Local rank `local_rank`'s client of `stream` (client id 10 + local rank, pid 100 + local
   // rank, for stream "0" of job "j"; other streams' ids are 20 + local rank) submits the op it
-  // names `name`, with `timeout_ms`.
+  // names `name`, with `timeout_ms`, as its process's op number `process_order`.
   void submit(int local_rank, const std::string& name, std::uint32_t timeout_ms = 5000,
-              const StreamName& stream = {"j", "0"}) {
+              const StreamName& stream = {"j", "0"}, std::uint64_t process_order = 0) {
     const ClientId client = (stream == StreamName{"j", "0"} ? 10 : 20) + local_rank;
     ASSERT_TRUE(pairing_.claim(local_rank, client, 100 + local_rank, stream).ok());
     PendingOp op;
     op.client = client;
     op.op.set_name(name);
     op.op.set_timeout_ms(timeout_ms);
+    op.op.set_process_order(process_order);
     op.local_rank = local_rank;
     op.key = stream.key(++places_[{client, stream.job}]);
     pairing_.submit(std::move(op));
@@ -200,6 +201,20 @@ TEST_F(StreamPairingTest, StreamsOfAJobPairEachByItsOwnPlaces) {
   pairing_.start_waiting(now_);
   pairing_.tick(now_ + milliseconds(5000));
   EXPECT_EQ(actions(), Done{"a2!"}) << "a place of one stream fails without touching the other";
+}
+
+TEST_F(StreamPairingTest, PlacesOfSeveralStreamsCompleteAtOnceRunInTheOrderTheirProcessesSubmitted) {
+  // Every local rank's process submitted a1 (its op 1) before x1 (its op 2), but the daemon took
+  // them the other way round: a daemon that took them in order must run them in the same order.
+  const StreamName other{"j", "grads"};
+  for (int local_rank = 0; local_rank < 3; ++local_rank) {
+    submit(local_rank, "x1", 5000, other, 2);
+  }
+  for (int local_rank = 0; local_rank < 3; ++local_rank) {
+    submit(local_rank, std::string(1, static_cast<char>('a' + local_rank)) + "1", 5000,
+           {"j", "0"}, 1);
+  }
+  EXPECT_EQ(actions(), (Done{"a1+b1+c1", "x1+x1+x1"}));
 }
 
 TEST_F(StreamPairingTest, AnotherJobIsRefusedNamingTheJobThatHoldsTheDaemonUntilItsClientsLeave) {

@@ -43,11 +43,8 @@ def test_two_clients_of_a_process_are_two_streams_of_one_job(group2):
             np.testing.assert_array_equal(data, np.full(8, expected, dtype=np.float32))
 
 
-# A known limit (docs/clients.md, "Jobs"): a daemon runs the complete places of its streams in the
-# order they complete there, which for ops of two streams in flight at once may differ between
-# daemons; the ops then fail with a mismatch, never mix.
-@pytest.mark.xfail(strict=True, reason="two streams' ops in flight at once may run in different "
-                                       "orders on different daemons")
+# A daemon takes every op its clients have published before it runs any, and runs a process's ops
+# of several streams in the order the process submitted them (docs/clients.md, "Jobs").
 def test_two_clients_ops_in_flight_at_once_each_pair_with_their_own(group2):
     # Every rank submits in the same order, but through two sockets: a daemon may read the two
     # clients' ops in either order.

@@ -5,8 +5,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -48,8 +46,6 @@ def test_a_new_group_of_every_rank_and_the_default_group_interleave_their_ops(gr
         assert output.strip().endswith("ok"), output
 
 
-@pytest.mark.xfail(strict=True, reason="two streams' ops in flight at once may run in different "
-                                       "orders on different daemons (test_jobs.py)")
 def test_ops_of_two_groups_in_flight_at_once_each_pair_with_their_own(group2, tmp_path):
     # Every rank submits them in the same order, but through two clients: a daemon may read them
     # in either order.
