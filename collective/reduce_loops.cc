@@ -4,6 +4,7 @@
 // order, so ranks on different processors still end with the same bits.
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,14 @@ struct Half {
   static std::uint16_t narrow(float value) { return f32_to_f16(value); }
 };
 
+// 0 is false, anything else true; results are 0 or 1.
+struct Boolean {
+  using Storage = std::uint8_t;
+  using Compute = std::uint8_t;
+  static std::uint8_t widen(std::uint8_t value) { return value != 0 ? 1 : 0; }
+  static std::uint8_t narrow(std::uint8_t value) { return value; }
+};
+
 struct BFloat {
   using Storage = std::uint16_t;
   using Compute = float;
@@ -54,10 +63,16 @@ void store(std::byte* to, T value) {
   std::memcpy(to, &value, sizeof value);
 }
 
-// Signed overflow is UB, unsigned arithmetic wraps: compute in the unsigned type.
+template <typename T>
+inline constexpr bool kIsComplex = false;
+template <typename T>
+inline constexpr bool kIsComplex<std::complex<T>> = true;
+
+// Signed overflow is UB, unsigned arithmetic wraps: compute in an unsigned type at least as wide
+// as int, since narrower ones are promoted to int first (and 0xffff * 0xffff overflows int).
 template <typename T, typename Arithmetic>
 T wrapping(T lhs, T rhs, Arithmetic arithmetic) {
-  using Unsigned = std::make_unsigned_t<T>;
+  using Unsigned = std::make_unsigned_t<std::common_type_t<T, int>>;
   return static_cast<T>(arithmetic(static_cast<Unsigned>(lhs), static_cast<Unsigned>(rhs)));
 }
 
@@ -99,11 +114,20 @@ T ieee_arithmetic(T lhs, T rhs, Arithmetic arithmetic) {
   return with_nan_rule(lhs, rhs, std::bit_cast<FloatBits<T>>(static_cast<T>(arithmetic(lhs, rhs))));
 }
 
+// A NaN that a complex product makes is the type's default quiet NaN: which operand's payload the
+// hardware would pass on depends on how the compiler ordered the operands.
+template <typename T>
+T without_payload(T value) {
+  return std::isnan(value) ? std::numeric_limits<T>::quiet_NaN() : value;
+}
+
 struct Sum {
   template <typename T>
   T operator()(T lhs, T rhs) const {
     if constexpr (std::is_integral_v<T>) {
       return wrapping(lhs, rhs, std::plus<>{});
+    } else if constexpr (kIsComplex<T>) {
+      return T((*this)(lhs.real(), rhs.real()), (*this)(lhs.imag(), rhs.imag()));
     } else {
       return ieee_arithmetic(lhs, rhs, std::plus<>{});
     }
@@ -115,14 +139,45 @@ struct Prod {
   T operator()(T lhs, T rhs) const {
     if constexpr (std::is_integral_v<T>) {
       return wrapping(lhs, rhs, std::multiplies<>{});
+    } else if constexpr (kIsComplex<T>) {
+      // The textbook product, each operation rounded (no C Annex G recovery of infinities), so
+      // that every instruction-set level computes the same bits.
+      const auto a = lhs.real(), b = lhs.imag(), c = rhs.real(), d = rhs.imag();
+      return T(without_payload(a * c - b * d), without_payload(a * d + b * c));
     } else {
       return ieee_arithmetic(lhs, rhs, std::multiplies<>{});
     }
   }
 };
 
+// The bitwise operators, on integers (and bool, stored as 0 or 1).
+struct BitAnd {
+  template <typename T>
+    requires std::is_integral_v<T>
+  T operator()(T lhs, T rhs) const {
+    return static_cast<T>(lhs & rhs);
+  }
+};
+
+struct BitOr {
+  template <typename T>
+    requires std::is_integral_v<T>
+  T operator()(T lhs, T rhs) const {
+    return static_cast<T>(lhs | rhs);
+  }
+};
+
+struct BitXor {
+  template <typename T>
+    requires std::is_integral_v<T>
+  T operator()(T lhs, T rhs) const {
+    return static_cast<T>(lhs ^ rhs);
+  }
+};
+
 struct Min {
   template <typename T>
+    requires(!kIsComplex<T>)
   T operator()(T lhs, T rhs) const {
     if constexpr (std::is_integral_v<T>) {
       return rhs < lhs ? rhs : lhs;
@@ -134,6 +189,7 @@ struct Min {
 
 struct Max {
   template <typename T>
+    requires(!kIsComplex<T>)
   T operator()(T lhs, T rhs) const {
     if constexpr (std::is_integral_v<T>) {
       return lhs < rhs ? rhs : lhs;
@@ -160,6 +216,16 @@ void visit_element(DataType type, Visitor&& visitor) {
       return visitor(Native<std::int64_t>{});
     case DataType::u8:
       return visitor(Native<std::uint8_t>{});
+    case DataType::i8:
+      return visitor(Native<std::int8_t>{});
+    case DataType::i16:
+      return visitor(Native<std::int16_t>{});
+    case DataType::boolean:
+      return visitor(Boolean{});
+    case DataType::c64:
+      return visitor(Native<std::complex<float>>{});
+    case DataType::c128:
+      return visitor(Native<std::complex<double>>{});
   }
   std::abort();
 }
@@ -176,6 +242,12 @@ void visit_op(ReduceOp op, Visitor&& visitor) {
       return visitor(Min{});
     case ReduceOp::max:
       return visitor(Max{});
+    case ReduceOp::band:
+      return visitor(BitAnd{});
+    case ReduceOp::bor:
+      return visitor(BitOr{});
+    case ReduceOp::bxor:
+      return visitor(BitXor{});
   }
   std::abort();
 }
@@ -199,9 +271,13 @@ template <typename Element>
 void divide_elements(std::byte* data, std::size_t count, int world_size) {
   using Storage = typename Element::Storage;
   using Compute = typename Element::Compute;
-  // Integers divide in at least int so that a u8 sum is not divided by world_size mod 256.
-  using Divisor =
-      std::conditional_t<std::is_integral_v<Compute>, std::common_type_t<Compute, int>, Compute>;
+  // Integers divide in at least int so that a u8 sum is not divided by world_size mod 256; a
+  // complex number divides each part by a real.
+  using Divisor = decltype([] {
+    if constexpr (std::is_integral_v<Compute>) return std::common_type_t<Compute, int>{};
+    else if constexpr (kIsComplex<Compute>) return typename Compute::value_type{};
+    else return Compute{};
+  }());
   const auto divisor = static_cast<Divisor>(world_size);
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t offset = i * sizeof(Storage);
@@ -275,8 +351,19 @@ void widen_from_wire(DataType type, DataType wire, std::byte* data_out, const st
 
 void reduce(DataType type, ReduceOp op, std::byte* out, const std::byte* lhs, const std::byte* rhs,
             std::size_t count) {
+  // On 0 and 1, sum (or) is max and product (and) is min; the bitwise operators are themselves.
+  if (type == DataType::boolean && op == ReduceOp::sum) op = ReduceOp::max;
+  if (type == DataType::boolean && op == ReduceOp::prod) op = ReduceOp::min;
   visit_element(type, [&]<typename Element>(Element) {
-    visit_op(op, [&]<typename Op>(Op) { reduce_elements<Element, Op>(out, lhs, rhs, count); });
+    visit_op(op, [&]<typename Op>(Op) {
+      using Compute = typename Element::Compute;
+      // why_op_cannot_reduce() refuses the other pairs before an op starts.
+      if constexpr (std::is_invocable_v<Op, Compute, Compute>) {
+        reduce_elements<Element, Op>(out, lhs, rhs, count);
+      } else {
+        std::abort();
+      }
+    });
   });
 }
 

@@ -19,24 +19,41 @@ std::size_t element_size(DataType type) {
     case DataType::i64:
       return 8;
     case DataType::u8:
+    case DataType::i8:
+    case DataType::boolean:
       return 1;
+    case DataType::i16:
+      return 2;
+    case DataType::c64:
+      return 8;
+    case DataType::c128:
+      return 16;
   }
   std::abort();
 }
 
 bool is_floating_point(DataType type) {
-  switch (type) {
-    case DataType::f32:
-    case DataType::f64:
-    case DataType::f16:
-    case DataType::bf16:
-      return true;
-    case DataType::i32:
-    case DataType::i64:
-    case DataType::u8:
-      return false;
+  return type == DataType::f32 || type == DataType::f64 || type == DataType::f16 ||
+         type == DataType::bf16;
+}
+
+bool is_integer(DataType type) {
+  return type == DataType::i32 || type == DataType::i64 || type == DataType::u8 ||
+         type == DataType::i8 || type == DataType::i16;
+}
+
+bool is_complex(DataType type) { return type == DataType::c64 || type == DataType::c128; }
+
+std::string_view why_op_cannot_reduce(DataType type, ReduceOp op) {
+  const bool bitwise = op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
+  if (bitwise && !is_integer(type) && type != DataType::boolean) {
+    return "the bitwise operators take integers and bool only";
   }
-  std::abort();
+  if ((op == ReduceOp::min || op == ReduceOp::max) && is_complex(type)) {
+    return "complex numbers have no order for min and max";
+  }
+  if (op == ReduceOp::avg && type == DataType::boolean) return "bool values have no average";
+  return {};
 }
 
 std::string_view name(DataType type) {
@@ -55,6 +72,16 @@ std::string_view name(DataType type) {
       return "i64";
     case DataType::u8:
       return "u8";
+    case DataType::i8:
+      return "i8";
+    case DataType::i16:
+      return "i16";
+    case DataType::boolean:
+      return "bool";
+    case DataType::c64:
+      return "c64";
+    case DataType::c128:
+      return "c128";
   }
   std::abort();
 }
@@ -71,6 +98,12 @@ std::string_view name(ReduceOp op) {
       return "max";
     case ReduceOp::avg:
       return "avg";
+    case ReduceOp::band:
+      return "band";
+    case ReduceOp::bor:
+      return "bor";
+    case ReduceOp::bxor:
+      return "bxor";
   }
   std::abort();
 }

@@ -8,8 +8,8 @@
 
 namespace gradsync {
 
-enum class DataType : std::uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
-enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg };
+enum class DataType : std::uint8_t { f32, f64, f16, bf16, i32, i64, u8, i8, i16, boolean, c64, c128 };
+enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg, band, bor, bxor };
 enum class Collective : std::uint8_t {
   allreduce,
   reduce_scatter,
@@ -29,11 +29,12 @@ enum class Algorithm : std::uint8_t {
   probe              // link measurement between pairs of ranks (link_probe.h); never a client op's
 };
 
-inline constexpr DataType kAllDataTypes[] = {DataType::f32,  DataType::f64, DataType::f16,
-                                             DataType::bf16, DataType::i32, DataType::i64,
-                                             DataType::u8};
+inline constexpr DataType kAllDataTypes[] = {
+    DataType::f32, DataType::f64, DataType::f16,     DataType::bf16, DataType::i32,  DataType::i64,
+    DataType::u8,  DataType::i8,  DataType::i16,     DataType::boolean, DataType::c64, DataType::c128};
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
-                                             ReduceOp::max, ReduceOp::avg};
+                                             ReduceOp::max, ReduceOp::avg,  ReduceOp::band,
+                                             ReduceOp::bor, ReduceOp::bxor};
 inline constexpr Collective kAllCollectives[] = {Collective::allreduce, Collective::reduce_scatter,
                                                  Collective::allgather, Collective::broadcast,
                                                  Collective::alltoall,  Collective::barrier};
@@ -42,7 +43,12 @@ inline constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::direct, Algorithm::bruck,     Algorithm::dissemination, Algorithm::probe};
 
 std::size_t element_size(DataType type);
-bool is_floating_point(DataType type);
+bool is_floating_point(DataType type);  // a real floating-point type (not complex)
+bool is_integer(DataType type);         // i8 … i64 and u8; bool is neither
+bool is_complex(DataType type);
+// Why `op` cannot reduce values of `type`, or empty if it can: min and max need an order (no
+// complex), the bitwise operators integers or bool, avg a division (no bool).
+std::string_view why_op_cannot_reduce(DataType type, ReduceOp op);
 std::string_view name(DataType type);
 std::string_view name(ReduceOp op);
 std::optional<DataType> parse_data_type(std::string_view text);

@@ -161,6 +161,63 @@ TEST_P(ClusterCollectives, SharedTensorsReduceInPlaceWithoutCopies) {
   expect_no_failures();
 }
 
+// Every type reduces by each operator it takes (a reduction that it does not take is refused with
+// the reason, and the daemon serves the next op), and moves unchanged as bytes: a bool tensor's
+// bytes other than 0 and 1 too.
+TEST_P(ClusterCollectives, EveryTypeReducesByEveryOperatorItTakesAndMovesAsBytes) {
+  const int p = GetParam();
+  testing::TestCluster cluster = testing::start_cluster(p, "", 64 << 10);
+  ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
+  constexpr std::uint64_t n = 37;
+  testing::on_every_rank(cluster, [&](int rank, Client& client) {
+    for (const DataType type : kAllDataTypes) {
+      for (const ReduceOp op : kAllReduceOps) {
+        const std::string what = std::string(name(type)) + " " + std::string(name(op)) +
+                                 " rank " + std::to_string(rank);
+        const std::string_view refusal = why_op_cannot_reduce(type, op);
+        Bytes data = testing::contribution(type, refusal.empty() ? op : ReduceOp::sum, rank, n);
+        OpOptions options;
+        options.op = op;
+        try {
+          client.allreduce(data.data(), n, type, options);
+          if (!refusal.empty()) record(what + ": reduced, though " + std::string(refusal));
+          if (refusal.empty() && data != testing::expected_reduction(type, op, p, n)) {
+            record(what + ": wrong result");
+          }
+        } catch (const ClientError& error) {
+          const bool named = error.code() == ErrorCode::invalid_argument &&
+                             std::string(error.what()).find(refusal) != std::string::npos;
+          if (refusal.empty() || !named) record(what + ": " + error.what());
+        }
+      }
+      const std::string moved = std::string(name(type)) + " rank " + std::to_string(rank);
+      const std::size_t bytes = n * element_size(type);
+      try {
+        OpOptions from_last;
+        from_last.root = p - 1;
+        Bytes data = rank == p - 1 ? testing::pattern(p - 1, 3, bytes) : Bytes(bytes);
+        client.broadcast(data.data(), n, type, from_last);
+        if (data != testing::pattern(p - 1, 3, bytes)) record("broadcast " + moved);
+        const Chunk mine = balanced_chunk(n, p, rank);
+        const Bytes own = testing::pattern(rank, 4, mine.count * element_size(type));
+        Bytes gathered(bytes);
+        client.allgather(own.data(), gathered.data(), n, type);
+        for (int owner = 0; owner < p; ++owner) {
+          const Chunk theirs = balanced_chunk(n, p, owner);
+          const auto first = gathered.begin() + theirs.offset * element_size(type);
+          if (Bytes(first, first + theirs.count * element_size(type)) !=
+              testing::pattern(owner, 4, theirs.count * element_size(type))) {
+            record("allgather " + moved);
+          }
+        }
+      } catch (const ClientError& error) {
+        record(moved + ": " + error.what());
+      }
+    }
+  });
+  expect_no_failures();
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ClusterCollectives, ::testing::Values(1, 3, 4, 8),
                          [](const auto& param_info) {
                            return "p" + std::to_string(param_info.param);

@@ -49,6 +49,7 @@ TEST(ReduceKernelVariants, X86_64_V3AgreesBitwiseWithBaseline) {
   constexpr std::size_t kCount = 10007;  // random bit patterns: NaNs, infs, subnormals included
   for (DataType type : kAllDataTypes) {
     for (ReduceOp op : kAllReduceOps) {
+      if (!why_op_cannot_reduce(type, op).empty()) continue;
       const std::size_t bytes = kCount * element_size(type);
       const auto lhs = random_bytes(bytes, random);
       const auto rhs = random_bytes(bytes, random);

@@ -11,7 +11,10 @@ gradsync daemon.
     client.allreduce(gradient, op="avg", wire="bf16")   # half the bytes; every addition in f32
 
 Every op takes C-contiguous, writable CPU memory of dtype float16, bfloat16 (torch only),
-float32, float64, int32, int64 or uint8; anything else is a TypeError before anything is sent. A
+float32, float64, complex64, complex128, int8, int16, int32, int64, uint8 or bool; anything else
+is a TypeError before anything is sent. Reductions: sum, avg, min, max, prod, and the bitwise
+band, bor and bxor on integers and bool (bool: sum and max are "or", prod and min "and"); complex
+values take sum, avg and prod. A
 failed op raises the gradsync.Error subclass of its code (Mismatch, PeerLost, DeadlineExceeded,
 ...) with the daemon's message; DeadlineExceeded is also a TimeoutError, InvalidArgument also a
 ValueError.

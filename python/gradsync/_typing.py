@@ -12,14 +12,15 @@ if TYPE_CHECKING:
 
 # The NumPy element types gradsync takes (bfloat16 comes from torch, which has it).
 NumpyElement: TypeAlias = Union[
-    "numpy.float16", "numpy.float32", "numpy.float64", "numpy.int32", "numpy.int64", "numpy.uint8"
+    "numpy.float16", "numpy.float32", "numpy.float64", "numpy.complex64", "numpy.complex128",
+    "numpy.int8", "numpy.int16", "numpy.int32", "numpy.int64", "numpy.uint8", "numpy.bool_"
 ]
 
 # What an op reads and writes: C-contiguous CPU memory. The element type of a torch tensor and
 # the contiguity of either are checked when the op is called (a TypeError).
 Tensor: TypeAlias = Union["numpy.typing.NDArray[NumpyElement]", "torch.Tensor"]
 
-ReduceOpName: TypeAlias = Literal["sum", "avg", "min", "max", "prod"]
+ReduceOpName: TypeAlias = Literal["sum", "avg", "min", "max", "prod", "band", "bor", "bxor"]
 AlgorithmName: TypeAlias = Literal[
     "auto", "ring", "tree", "hypercube", "halving_doubling", "direct", "bruck", "dissemination"
 ]

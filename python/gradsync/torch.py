@@ -60,6 +60,7 @@ _REDUCE_OPS: dict[object, ReduceOpName] = {
     dist.ReduceOp.SUM: "sum",
     dist.ReduceOp.AVG: "avg",  # type: ignore[attr-defined]  # torch 1.13's stub lacks AVG
     dist.ReduceOp.MIN: "min", dist.ReduceOp.MAX: "max", dist.ReduceOp.PRODUCT: "prod",
+    dist.ReduceOp.BAND: "band", dist.ReduceOp.BOR: "bor", dist.ReduceOp.BXOR: "bxor",
 }
 
 
@@ -68,7 +69,8 @@ def _reduce_op(op: ReduceOp) -> ReduceOpName:
     for known, name in _REDUCE_OPS.items():
         if op == known:
             return name
-    raise ValueError("gradsync reduces with sum, avg, min, max and product; not " + str(op))
+    raise ValueError("gradsync reduces with sum, avg, min, max, product, band, bor and bxor; not "
+                     + str(op))
 
 
 def _single(items: Sequence[_Item], what: str) -> _Item:

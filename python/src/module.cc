@@ -105,14 +105,26 @@ struct Memory {
   DataType dtype = DataType::f32;
 };
 
+constexpr std::string_view kTakenTypes =
+    "float16, bfloat16 (torch), float32, float64, complex64, complex128, int8, int16, int32, "
+    "int64, uint8 and bool";
+
 DataType dtype_of_format(const py::object& tensor, const std::string& format, py::ssize_t itemsize,
                          const char* what) {
-  // "f", or "<f", "=f", "@f" (little-endian, as this machine is); never "Zf" (complex) or ">f".
+  // "f", or "<f", "=f", "@f" (little-endian, as this machine is); "Zf" is complex; never ">f".
   std::string_view code = format;
   if (!code.empty() && (code.front() == '<' || code.front() == '=' || code.front() == '@')) {
     code.remove_prefix(1);
   }
-  switch (code.size() == 1 ? code.front() : '?') {
+  if (code == "Zf") return DataType::c64;
+  if (code == "Zd") return DataType::c128;
+  switch (code.size() == 1 ? code.front() : '\0') {
+    case '?':
+      return DataType::boolean;
+    case 'b':
+      return DataType::i8;
+    case 'h':
+      return DataType::i16;
     case 'e':
       return DataType::f16;
     case 'f':
@@ -130,13 +142,12 @@ DataType dtype_of_format(const py::object& tensor, const std::string& format, py
     default:
       break;
   }
-  // NumPy's own name of the dtype where there is one: "complex64" says more than "Zf".
+  // NumPy's own name of the dtype where there is one: "uint16" says more than "H".
   const std::string type = py::hasattr(tensor, "dtype")
                                ? "dtype " + py::str(tensor.attr("dtype")).cast<std::string>()
                                : "buffer format '" + format + "'";
   throw py::type_error(std::string(what) + " has " + type +
-                       "; gradsync takes float16, bfloat16 (torch), float32, float64, int32, "
-                       "int64 and uint8");
+                       "; gradsync takes " + std::string(kTakenTypes));
 }
 
 Memory torch_memory(const py::object& tensor, const char* what) {
@@ -153,12 +164,12 @@ Memory torch_memory(const py::object& tensor, const char* what) {
   static const std::map<std::string, DataType> kTorchTypes = {
       {"float16", DataType::f16}, {"bfloat16", DataType::bf16}, {"float32", DataType::f32},
       {"float64", DataType::f64}, {"int32", DataType::i32},     {"int64", DataType::i64},
-      {"uint8", DataType::u8}};
+      {"uint8", DataType::u8},    {"int8", DataType::i8},       {"int16", DataType::i16},
+      {"bool", DataType::boolean}, {"complex64", DataType::c64}, {"complex128", DataType::c128}};
   const auto found = kTorchTypes.find(dtype);
   if (found == kTorchTypes.end()) {
     throw py::type_error(std::string(what) + " has dtype " + dtype +
-                         "; gradsync takes float16, bfloat16, float32, float64, int32, int64 "
-                         "and uint8");
+                         "; gradsync takes " + std::string(kTakenTypes));
   }
   return {reinterpret_cast<void*>(tensor.attr("data_ptr")().cast<std::uintptr_t>()),
           tensor.attr("numel")().cast<std::size_t>(), found->second};

@@ -5,7 +5,11 @@ import pytest
 
 import gradsync
 
-NUMPY_DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8]
+NUMPY_DTYPES = [np.float16, np.float32, np.float64, np.complex64, np.complex128, np.int8, np.int16,
+                np.int32, np.int64, np.uint8, np.bool_]
+# Complex numbers have no order: min and max of them are refused (test_a_reduction_a_dtype...).
+ALLREDUCE_CASES = [(dtype, op) for dtype in NUMPY_DTYPES for op in ["sum", "max", "min"]
+                   if not (np.issubdtype(dtype, np.complexfloating) and op != "sum")]
 COUNT = 1000  # not a multiple of 3: the chunks of the balanced partition differ by one
 
 
@@ -20,9 +24,10 @@ def chunk(count, rank, size):
     return rank * base + min(rank, extra), base + (1 if rank < extra else 0)
 
 
-@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("op", ["sum", "max", "min"])
+@pytest.mark.parametrize("dtype, op", ALLREDUCE_CASES,
+                         ids=[f"{np.dtype(d).name}-{op}" for d, op in ALLREDUCE_CASES])
 def test_allreduce_matches_numpy(group3, dtype, op):
+    # NumPy's sum of bools counts them; as bools again, that is "or", gradsync's (and torch's) sum.
     expected = getattr(np, {"sum": "sum", "max": "max", "min": "min"}[op])(
         [contribution(r, dtype) for r in range(group3.size)], axis=0).astype(dtype)
 
@@ -100,8 +105,41 @@ def test_average_and_barrier(group3):
         np.testing.assert_allclose(data, np.full(10, 1.0, dtype=np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.bool_],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["band", "bor", "bxor"])
+def test_bitwise_reductions_match_numpy(group3, dtype, op):
+    values = [((np.arange(COUNT) * 37 + 11 * rank) % 251).astype(dtype)
+              for rank in range(group3.size)]
+    ufunc = {"band": np.bitwise_and, "bor": np.bitwise_or, "bxor": np.bitwise_xor}[op]
+    expected = ufunc.reduce(values, axis=0)
+
+    def body(rank, client):
+        data = values[rank].copy()
+        client.allreduce(data, op=op)
+        return data
+
+    for result in group3.on_every_rank(body):
+        np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("dtype, op, reason", [
+    (np.complex64, "max", "complex numbers have no order for min and max"),
+    (np.float32, "band", "the bitwise operators take integers and bool only"),
+    (np.bool_, "avg", "bool values have no average"),
+])
+def test_a_reduction_a_dtype_does_not_take_is_refused_and_the_group_serves_on(group3, dtype, op,
+                                                                             reason):
+    def body(rank, client):
+        with pytest.raises(gradsync.InvalidArgument, match=reason):
+            client.allreduce(np.zeros(4, dtype=dtype), op=op)
+
+    group3.on_every_rank(body)
+    test_average_and_barrier(group3)
+
+
 @pytest.mark.parametrize("bad, message", [
-    (np.zeros(4, dtype=np.complex64), "has dtype complex64"),
+    (np.zeros(4, dtype=np.uint16), "has dtype uint16"),
     (np.zeros((4, 4), dtype=np.float32)[:, 1], "not C-contiguous"),
     ([1.0, 2.0], "is a list"),
 ])

@@ -51,6 +51,7 @@ def collectives(rank, size):
                           for r in range(size)])
     check(torch.equal(received, expected), f"all_to_all_single: {received}")
     dist.barrier()
+    every_dtype(rank, size)
     # A failed op raises from wait(), as gloo's do, instead of leaving the tensor as it was.
     for async_op in (False, True):
         try:
@@ -60,6 +61,48 @@ def collectives(rank, size):
         except gradsync.Mismatch:
             continue
         raise AssertionError(f"an all_reduce of different sizes did not raise (async {async_op})")
+
+
+def every_dtype(rank, size):
+    """The dtypes and operators beyond the floats' sum: int8 moved as bytes (torch's own
+    test_broadcast), bool with torch's semantics, the bitwise operators and complex numbers."""
+    tensor = torch.arange(-4, 4, dtype=torch.int8) * (rank + 1)
+    dist.broadcast(tensor, src=size - 1)
+    check(torch.equal(tensor, torch.arange(-4, 4, dtype=torch.int8) * size), f"int8: {tensor}")
+    flags = torch.tensor([rank == 0, True, False, rank % 2 == 1])
+    anyone = flags.clone()
+    dist.all_reduce(anyone)  # sum of bools: "or"
+    check(torch.equal(anyone, torch.tensor([True, True, False, size > 1])), f"bool sum: {anyone}")
+    everyone = flags.clone()
+    dist.all_reduce(everyone, op=dist.ReduceOp.PRODUCT)  # "and"
+    check(torch.equal(everyone, torch.tensor([size == 1, True, False, False])),
+          f"bool product: {everyone}")
+    bits = torch.tensor([0b0110 << rank, -1, 1 << rank], dtype=torch.int16)
+    for op, expected in [(dist.ReduceOp.BOR, [_or(0b0110 << r for r in range(size)), -1,
+                                              (1 << size) - 1]),
+                         (dist.ReduceOp.BXOR, [_xor(0b0110 << r for r in range(size)),
+                                               -1 if size % 2 else 0, (1 << size) - 1])]:
+        result = bits.clone()
+        dist.all_reduce(result, op=op)
+        check(result.tolist() == expected, f"int16 {op}: {result}")
+    number = torch.tensor([complex(rank + 1, -rank)], dtype=torch.complex64)
+    dist.all_reduce(number)
+    check(number.item() == complex(size * (size + 1) / 2, -size * (size - 1) / 2),
+          f"complex64 sum: {number}")
+
+
+def _or(values):
+    result = 0
+    for value in values:
+        result |= value
+    return result
+
+
+def _xor(values):
+    result = 0
+    for value in values:
+        result ^= value
+    return result
 
 
 def train(process_group, rank, steps=5, hook_state=None, hook=gradsync.torch.allreduce_avg_hook):
