@@ -88,9 +88,11 @@ class Work:
     """An op in flight, as the *_async methods return it. The memory the op reads and writes
     stays alive until it is done."""
 
-    def __init__(self, handle: _gradsync.Handle, tensors: Sequence[Tensor]) -> None:
+    def __init__(self, handle: _gradsync.Handle, tensors: Sequence[Tensor],
+                 staging: Optional[_Staging] = None) -> None:
         self._handle = handle
         self._tensors: Optional[Sequence[Tensor]] = tensors
+        self._staging = staging
         # Guards the fields below. It is never held while the op is waited for: a thread that
         # waits must not keep add_done_callback or done() waiting with it.
         self._lock = threading.Lock()
@@ -151,8 +153,11 @@ class Work:
         with self._lock:
             if self._finished.is_set():
                 return
+            if error is None and self._staging is not None:
+                self._staging.write_back()
             self._error = error
             self._tensors = None
+            self._staging = None
             self._finished.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
@@ -165,11 +170,107 @@ class Work:
             pass  # the callback sees it through exception()
 
 
+class _Staging:
+    """The contiguous copies through which one op reads and writes non-contiguous tensors (a
+    transposed or strided view): what the op reads is copied in before it is sent, what it writes
+    is copied back once it has succeeded. It keeps the copies alive while the op runs, and tells
+    `count` of every byte it copies (Client.bytes_copied)."""
+
+    def __init__(self, count: Callable[[int], None]) -> None:
+        self._count = count
+        self._staged: list[Any] = []
+        self._written: list[tuple[Any, Any]] = []  # (the caller's tensor, its contiguous copy)
+
+    @property
+    def writes_back(self) -> bool:
+        return bool(self._written)
+
+    def read(self, tensor: Tensor) -> Tensor:
+        """`tensor` itself if contiguous, else a contiguous copy of it."""
+        if _is_contiguous(tensor):
+            return tensor
+        staged = _contiguous_copy(tensor)
+        self._staged.append(staged)
+        self._count(_nbytes(staged))
+        return staged
+
+    def write(self, tensor: Tensor, read_too: bool = False) -> Tensor:
+        """`tensor` itself if contiguous, else a contiguous buffer (holding its values if
+        `read_too`) that write_back() copies into it. Raises TypeError for a tensor that cannot
+        take a result: read-only, or with elements that share memory (an expanded view)."""
+        if _is_contiguous(tensor):
+            return tensor
+        _check_writable(tensor)
+        staged: Tensor = self.read(tensor) if read_too else _contiguous_empty(tensor)
+        self._written.append((tensor, staged))
+        return staged
+
+    def update(self, tensor: Tensor) -> Tensor:
+        """As write(), for an op that reads the tensor and writes its result into it."""
+        return self.write(tensor, read_too=True)
+
+    def write_back(self) -> None:
+        for tensor, staged in self._written:
+            if hasattr(tensor, "copy_"):
+                tensor.copy_(staged)
+            else:
+                tensor[...] = staged
+            self._count(_nbytes(staged))
+        self._staged, self._written = [], []
+
+
+def _is_contiguous(tensor: Tensor) -> bool:
+    """True for what the client library takes as it is: C-contiguous memory, or anything that is
+    neither a NumPy array nor a torch tensor (the library names what is wrong with it)."""
+    if hasattr(tensor, "is_contiguous"):
+        return bool(tensor.is_contiguous())
+    flags = getattr(tensor, "flags", None)
+    return flags is None or bool(flags.c_contiguous)
+
+
+def _contiguous_copy(tensor: Tensor) -> Tensor:
+    if hasattr(tensor, "contiguous"):
+        return tensor.contiguous()
+    import numpy
+
+    return numpy.ascontiguousarray(tensor)
+
+
+def _contiguous_empty(tensor: Any) -> Any:
+    if hasattr(tensor, "contiguous"):
+        import torch
+
+        return torch.empty(tensor.shape, dtype=tensor.dtype)
+    import numpy
+
+    return numpy.empty(tensor.shape, dtype=tensor.dtype)
+
+
+def _nbytes(tensor: Any) -> int:
+    if hasattr(tensor, "element_size"):
+        return int(tensor.numel() * tensor.element_size())
+    return int(tensor.nbytes)
+
+
+def _check_writable(tensor: Tensor) -> None:
+    """Raises TypeError, before anything is sent, for a non-contiguous tensor that a result cannot
+    be written back into."""
+    flags = getattr(tensor, "flags", None)
+    if flags is not None and not flags.writeable:
+        raise TypeError("the tensor is read-only; the op writes its result into it")
+    if hasattr(tensor, "stride") and any(
+            stride == 0 and size > 1 for stride, size in zip(tensor.stride(), tensor.shape)):
+        raise TypeError("several elements of the tensor share memory (an expanded view); the "
+                        "op cannot write a result into it")
+
+
 class Client:
     """A connection to the local gradsync daemon: one op stream of one training job on one rank.
     Ops pair across ranks by (job, stream, place in the stream); see docs/clients.md, "Jobs".
 
-    Every collective takes C-contiguous CPU memory: a NumPy array or a torch tensor. The blocking
+    Every collective takes CPU memory: a NumPy array or a torch tensor. A non-contiguous one (a
+    transposed or strided view) is staged through a contiguous copy, and the result is copied
+    back once the op has succeeded; those copies count in bytes_copied. The blocking
     form returns once the result is in place; the _async form returns a Work. Keywords of every
     op: `algorithm` ("auto": the group's algorithm table chooses), `timeout` (seconds; None: the
     daemon's default) and `name` (shows in the daemon's log). `wire` ("bf16" or "f16"; all-reduce,
@@ -177,7 +278,7 @@ class Client:
     them in the tensor's own type.
 
     What every op raises, before anything is sent: TypeError for memory gradsync cannot take
-    (another dtype, not contiguous, read-only, on a GPU, inputs of two dtypes) and ValueError for
+    (another dtype, read-only, an expanded view, on a GPU, inputs of two dtypes) and ValueError for
     an unknown op, algorithm or wire type, or an output of the wrong size. Once sent, a failed
     op raises the gradsync.Error subclass of its code with the daemon's message: Mismatch (the
     ranks submitted different ops), PeerLost (a member or the daemon is gone), DeadlineExceeded
@@ -208,6 +309,7 @@ class Client:
             local_rank = from_environment if local_rank is None else local_rank
         self.socket: str = socket
         self._client = _gradsync.Client(self.socket, timeout, local_rank, job or "", stream or "")
+        self._staged_bytes = 0  # copied for non-contiguous tensors (_Staging)
 
     def close(self) -> None:
         """Ends the connection: its stream ends on every rank (an op of it that another rank
@@ -265,9 +367,10 @@ class Client:
 
     @property
     def bytes_copied(self) -> int:
-        """Bytes copied so far between callers' memory and the daemon's; ops in place on the
-        memory of allocate() add nothing."""
-        return self._client.bytes_copied
+        """Bytes copied so far between callers' memory and the daemon's, and through the
+        contiguous copies of non-contiguous tensors; ops in place on the memory of allocate() add
+        nothing."""
+        return self._client.bytes_copied + self._staged_bytes
 
     def plan(self) -> str:
         """The group's plan as `gradsync plan` describes it: the network and the algorithm
@@ -320,8 +423,8 @@ class Client:
                   name: str = "", wire: Optional[WireName] = None) -> None:
         """In place: `tensor` holds this rank's values and receives the reduction. Raises as
         every op does (see Client)."""
-        options = _options(op, algorithm, timeout, name, wire)
-        self._client.allreduce(tensor, options).wait()
+        self.allreduce_async(tensor, op, algorithm=algorithm, timeout=timeout, name=name,
+                             wire=wire).wait()
 
     def reduce_scatter(self, input: Tensor, output: Tensor, op: ReduceOpName = "sum", *,
                        algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
@@ -329,31 +432,30 @@ class Client:
         """`input` holds every element; `output` receives this rank's chunk of the balanced
         partition (the first count % p ranks one element more). Raises as every op does (see
         Client); ValueError when `output` is not that chunk's size."""
-        options = _options(op, algorithm, timeout, name, wire)
-        self._client.reduce_scatter(input, output, options).wait()
+        self.reduce_scatter_async(input, output, op, algorithm=algorithm, timeout=timeout,
+                                  name=name, wire=wire).wait()
 
     def allgather(self, input: Tensor, output: Tensor, *, algorithm: AlgorithmName = "auto",
                   timeout: Optional[float] = None, name: str = "",
                   wire: Optional[WireName] = None) -> None:
         """`input` is this rank's chunk of the balanced partition of `output`'s elements. Raises
         as every op does (see Client); ValueError when `input` is not that chunk's size."""
-        options = _options("sum", algorithm, timeout, name, wire)
-        self._client.allgather(input, output, options).wait()
+        self.allgather_async(input, output, algorithm=algorithm, timeout=timeout, name=name,
+                             wire=wire).wait()
 
     def broadcast(self, tensor: Tensor, root: int = 0, *, algorithm: AlgorithmName = "auto",
                   timeout: Optional[float] = None, name: str = "") -> None:
         """In place: `tensor` receives rank `root`'s values. Raises as every op does (see
         Client)."""
-        options = _options("sum", algorithm, timeout, name, None, root)
-        self._client.broadcast(tensor, options).wait()
+        self.broadcast_async(tensor, root, algorithm=algorithm, timeout=timeout, name=name).wait()
 
     def alltoall(self, input: Tensor, output: Tensor, *, algorithm: AlgorithmName = "auto",
                  timeout: Optional[float] = None, name: str = "") -> None:
         """`input` is world_size blocks, block j for rank j; `output` receives block i from
         rank i. Raises as every op does (see Client); ValueError when the two differ in size or
         are not world_size blocks."""
-        options = _options("sum", algorithm, timeout, name, None)
-        self._client.alltoall(input, output, options).wait()
+        self.alltoall_async(input, output, algorithm=algorithm, timeout=timeout,
+                            name=name).wait()
 
     def barrier(self, *, algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
                 name: str = "") -> None:
@@ -365,35 +467,56 @@ class Client:
                         name: str = "", wire: Optional[WireName] = None) -> Work:
         """As allreduce, returning a Work at once: the op's failure comes from its wait()."""
         options = _options(op, algorithm, timeout, name, wire)
-        return Work(self._client.allreduce(tensor, options), [tensor])
+        staging = self._staging()
+        handle = self._client.allreduce(staging.update(tensor), options)
+        return self._work(handle, [tensor], staging)
 
     def reduce_scatter_async(self, input: Tensor, output: Tensor, op: ReduceOpName = "sum", *,
                              algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
                              name: str = "", wire: Optional[WireName] = None) -> Work:
         """As reduce_scatter, returning a Work at once: the op's failure comes from its wait()."""
         options = _options(op, algorithm, timeout, name, wire)
-        return Work(self._client.reduce_scatter(input, output, options), [input, output])
+        staging = self._staging()
+        handle = self._client.reduce_scatter(staging.read(input), staging.write(output), options)
+        return self._work(handle, [input, output], staging)
 
     def allgather_async(self, input: Tensor, output: Tensor, *,
                         algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
                         name: str = "", wire: Optional[WireName] = None) -> Work:
         """As allgather, returning a Work at once: the op's failure comes from its wait()."""
         options = _options("sum", algorithm, timeout, name, wire)
-        return Work(self._client.allgather(input, output, options), [input, output])
+        staging = self._staging()
+        handle = self._client.allgather(staging.read(input), staging.write(output), options)
+        return self._work(handle, [input, output], staging)
 
     def broadcast_async(self, tensor: Tensor, root: int = 0, *,
                         algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
                         name: str = "") -> Work:
         """As broadcast, returning a Work at once: the op's failure comes from its wait()."""
         options = _options("sum", algorithm, timeout, name, None, root)
-        return Work(self._client.broadcast(tensor, options), [tensor])
+        staging = self._staging()
+        handle = self._client.broadcast(staging.update(tensor), options)
+        return self._work(handle, [tensor], staging)
 
     def alltoall_async(self, input: Tensor, output: Tensor, *,
                        algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
                        name: str = "") -> Work:
         """As alltoall, returning a Work at once: the op's failure comes from its wait()."""
         options = _options("sum", algorithm, timeout, name, None)
-        return Work(self._client.alltoall(input, output, options), [input, output])
+        staging = self._staging()
+        handle = self._client.alltoall(staging.read(input), staging.write(output), options)
+        return self._work(handle, [input, output], staging)
+
+    def _staging(self) -> _Staging:
+        def count(copied: int) -> None:
+            self._staged_bytes += copied
+
+        return _Staging(count)
+
+    @staticmethod
+    def _work(handle: _gradsync.Handle, tensors: list[Tensor], staging: _Staging) -> Work:
+        """The Work of an op just submitted, which writes back what `staging` holds once done."""
+        return Work(handle, tensors, staging if staging.writes_back else None)
 
 
 _DEFAULT_OPTIONS: dict[str, OpOptions] = {}

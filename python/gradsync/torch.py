@@ -208,7 +208,7 @@ class ProcessGroupGradsync(ProcessGroup):
         tensor = _single(input_tensors, "all_gather")
         outputs = _single(output_lists, "all_gather")
         gathered = torch.empty(self.size() * tensor.numel(), dtype=tensor.dtype)
-        work = self.client.allgather_async(tensor.contiguous().view(-1), gathered)
+        work = self.client.allgather_async(tensor, gathered)
 
         def scatter_back() -> None:
             for output, part in zip(outputs, gathered.chunk(self.size())):
@@ -218,15 +218,14 @@ class ProcessGroupGradsync(ProcessGroup):
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor,
                         opts: "Optional[AllGatherOptions]" = None) -> _Work[_Tensors]:
-        return self._done(self.client.allgather_async(input.contiguous().view(-1),
-                                                      output.view(-1)), [output])
+        return self._done(self.client.allgather_async(input, output), [output])
 
     def reduce_scatter(  # type: ignore[override]
             self, outputs: _Tensors, input_lists: list[_Tensors],
             opts: ReduceScatterOptions) -> _Work[_Tensors]:
         output = _single(outputs, "reduce_scatter")
         inputs = _single(input_lists, "reduce_scatter")
-        whole = torch.cat([tensor.contiguous().view(-1) for tensor in inputs])
+        whole = torch.cat([tensor.reshape(-1) for tensor in inputs])
         flat = torch.empty(output.numel(), dtype=output.dtype)
         work = self.client.reduce_scatter_async(whole, flat, op=_reduce_op(opts.reduceOp))
         return self._done(work, outputs, lambda: output.copy_(flat.view_as(output)))
@@ -235,16 +234,14 @@ class ProcessGroupGradsync(ProcessGroup):
             self, output: torch.Tensor, input: torch.Tensor,
             opts: ReduceScatterOptions) -> _Work[_Tensors]:
         return self._done(self.client.reduce_scatter_async(
-            input.contiguous().view(-1), output.view(-1), op=_reduce_op(opts.reduceOp)),
-            [output])
+            input, output, op=_reduce_op(opts.reduceOp)), [output])
 
     def alltoall_base(  # type: ignore[override]
             self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int],
             input_split_sizes: list[int], opts: AllToAllOptions) -> _Work[_Tensors]:
         if output_split_sizes or input_split_sizes:
             raise ValueError("gradsync's all_to_all_single takes equal splits only")
-        return self._done(self.client.alltoall_async(input.contiguous().view(-1),
-                                                     output.view(-1)), [output])
+        return self._done(self.client.alltoall_async(input, output), [output])
 
     def barrier(self, opts: Optional[BarrierOptions] = None) -> _Work[_Tensors]:
         return self._done(self.client.allreduce_async(torch.zeros(1)), [])

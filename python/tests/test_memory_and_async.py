@@ -122,9 +122,7 @@ def test_torch_tensors_gradsync_cannot_take_are_type_errors(group3):
     import torch
 
     client = group3.clients[0]
-    with pytest.raises(TypeError, match="not contiguous"):
-        client.allreduce(torch.zeros(4, 4).t())
-    with pytest.raises(TypeError, match="has dtype complex64"):
-        client.allreduce(torch.zeros(4, dtype=torch.complex64))
-    with pytest.raises(TypeError, match="has dtype bool"):
-        client.allreduce(torch.zeros(4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="share memory"):
+        client.allreduce(torch.zeros(1).expand(4))
+    with pytest.raises(TypeError, match="has dtype complex32"):
+        client.allreduce(torch.zeros(4, dtype=torch.complex32))

@@ -52,6 +52,7 @@ def collectives(rank, size):
     check(torch.equal(received, expected), f"all_to_all_single: {received}")
     dist.barrier()
     every_dtype(rank, size)
+    non_contiguous(rank, size)
     # A failed op raises from wait(), as gloo's do, instead of leaving the tensor as it was.
     for async_op in (False, True):
         try:
@@ -89,6 +90,26 @@ def every_dtype(rank, size):
     dist.all_reduce(number)
     check(number.item() == complex(size * (size + 1) / 2, -size * (size - 1) / 2),
           f"complex64 sum: {number}")
+
+
+def non_contiguous(rank, size):
+    """Transposed and strided views take their results in place (gloo mis-reduces a strided
+    slice); an expanded one, whose elements share memory, cannot take one and is refused."""
+    matrix = (torch.arange(6.0).reshape(2, 3) + rank).t()
+    dist.all_reduce(matrix)
+    expected = sum(torch.arange(6.0).reshape(2, 3) + r for r in range(size)).t()
+    check(torch.equal(matrix, expected), f"transposed all_reduce: {matrix}")
+    rows = torch.zeros(4, 2)
+    rows[:, 0] = rank + 1
+    dist.all_reduce(rows[::2, 0])
+    check(rows[:, 0].tolist() == [size * (size + 1) / 2, rank + 1] * 2, f"strided: {rows}")
+    check(rows[:, 1].tolist() == [0.0] * 4, f"the other column changed: {rows}")
+    try:
+        dist.all_reduce(torch.ones(1).expand(3))
+    except TypeError as error:
+        check("share memory" in str(error), f"expanded: {error}")
+    else:
+        raise AssertionError("an all_reduce into an expanded tensor did not raise")
 
 
 def _or(values):
