@@ -50,10 +50,6 @@ struct SubmitOptions {
   bool has_total = false;
 };
 
-bool reduces(Collective collective) {
-  return collective == Collective::allreduce || collective == Collective::reduce_scatter;
-}
-
 // The checks that need nothing but the command line.
 void check_flags(const SubmitOptions& options, Collective collective) {
   const std::string collective_flag = "--collective " + options.collective_text;

@@ -24,6 +24,17 @@ Schedule ring_reduce_scatter(int rank, int world_size, std::uint64_t count,
 Schedule ring_allgather(int rank, int world_size, std::uint64_t count, std::size_t element_size);
 Schedule tree_broadcast(int rank, int world_size, int root, std::uint64_t count,
                         std::size_t element_size);
+// The reduction on `root` only; the other ranks' data ends as partial results.
+Schedule tree_reduce(int rank, int world_size, int root, std::uint64_t count,
+                     std::size_t element_size);
+Schedule ring_reduce(int rank, int world_size, int root, std::uint64_t count,
+                     std::size_t element_size);
+// Rank r's chunk r of the balanced partition of `count` elements, to `root`'s data.
+Schedule tree_gather(int rank, int world_size, int root, std::uint64_t count,
+                     std::size_t element_size);
+// The root's chunk r of the balanced partition of `count` elements, to rank r's data.
+Schedule tree_scatter(int rank, int world_size, int root, std::uint64_t count,
+                      std::size_t element_size);
 // Block j of rank i's data goes to block i of rank j's output; blocks are `block_count` elements.
 Schedule direct_alltoall(int rank, int world_size, std::uint64_t block_count,
                          std::size_t element_size);

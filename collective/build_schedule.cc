@@ -12,6 +12,7 @@ std::span<const Algorithm> algorithms_for(Collective collective) {
   static constexpr Algorithm kTree[] = {Algorithm::tree};
   static constexpr Algorithm kAlltoall[] = {Algorithm::direct, Algorithm::bruck};
   static constexpr Algorithm kBarrier[] = {Algorithm::dissemination};
+  static constexpr Algorithm kReduce[] = {Algorithm::tree, Algorithm::ring};
   switch (collective) {
     case Collective::allreduce:
       return kAllreduce;
@@ -19,7 +20,11 @@ std::span<const Algorithm> algorithms_for(Collective collective) {
     case Collective::allgather:
       return kRing;
     case Collective::broadcast:
+    case Collective::gather:
+    case Collective::scatter:
       return kTree;
+    case Collective::reduce:
+      return kReduce;
     case Collective::alltoall:
       return kAlltoall;
     case Collective::barrier:
@@ -64,6 +69,13 @@ Schedule build_schedule(const OpShape& shape, Algorithm algorithm, int rank) {
                                             : bruck_alltoall(rank, p, n, size);
     case Collective::barrier:
       return dissemination_barrier(rank, p);
+    case Collective::reduce:
+      return algorithm == Algorithm::tree ? tree_reduce(rank, p, shape.root, n, size)
+                                          : ring_reduce(rank, p, shape.root, n, size);
+    case Collective::gather:
+      return tree_gather(rank, p, shape.root, n, size);
+    case Collective::scatter:
+      return tree_scatter(rank, p, shape.root, n, size);
   }
   std::abort();
 }

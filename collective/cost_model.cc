@@ -163,6 +163,13 @@ double closed_form_time_us(Collective collective, Algorithm algorithm, int world
                                             : log_p * (alpha + beta * n * p / 2);
     case Collective::barrier:
       return log_p * alpha;
+    case Collective::reduce:
+      return algorithm == Algorithm::tree
+                 ? log_p * (alpha + beta * n)
+                 : (p - 1) * (alpha + beta * n / p) + (p - 1) * alpha + beta * n * (p - 1) / p;
+    case Collective::gather:
+    case Collective::scatter:
+      return log_p * alpha + beta * n * (p - 1) / p;
   }
   std::abort();
 }

@@ -1,4 +1,5 @@
-// Ring reduce-scatter, all-gather, and all-reduce as the two in a row.
+// Ring reduce-scatter, all-gather, all-reduce as the two in a row, and reduce as a reduce-scatter
+// and a gather.
 //
 // Worked example, p = 4, n = 4 (chunk c is element c; "→" is the ring direction r → r + 1):
 //   reduce-scatter step s: rank r sends chunk (r−s−1) mod p and reduces chunk (r−s−2) mod p
@@ -59,6 +60,25 @@ Schedule ring_reduce_scatter(int rank, int world_size, std::uint64_t count,
                                      Algorithm::ring, rank);
   append_ring_reduce_scatter(schedule);
   schedule.result = ring_chunk(schedule, rank);
+  return schedule;
+}
+
+// The ring's reduce-scatter, then every rank's chunk straight to the root: 2βn(p − 1)/p, the
+// bandwidth bound of a reduce, where the tree's root takes the whole vector ⌈log₂p⌉ times.
+Schedule ring_reduce(int rank, int world_size, int root, std::uint64_t count,
+                     std::size_t element_size) {
+  Schedule schedule = empty_schedule({Collective::reduce, world_size, count, element_size, root},
+                                     Algorithm::ring, rank);
+  append_ring_reduce_scatter(schedule);
+  if (world_size == 1) return schedule;
+  Round& round = schedule.add_round();
+  if (rank != root) {
+    round.send(root, ring_chunk(schedule, rank));
+    return schedule;
+  }
+  for (int peer = 0; peer < world_size; ++peer) {
+    if (peer != root) round.recv_copy(peer, ring_chunk(schedule, peer));
+  }
   return schedule;
 }
 

@@ -64,6 +64,17 @@ Schedule empty_schedule(const OpShape& shape, Algorithm algorithm, int rank) {
   const BufferId result_buffer =
       shape.collective == Collective::alltoall ? BufferId::output : BufferId::data;
   schedule.result = Span{result_buffer, 0, schedule.size_of(result_buffer)};
+  switch (shape.collective) {
+    case Collective::reduce:
+    case Collective::gather:
+      if (rank != shape.root) schedule.result.length = 0;  // the result is the root's alone
+      break;
+    case Collective::scatter:
+      schedule.result = schedule.span(balanced_chunk(shape.count, shape.world_size, rank));
+      break;
+    default:
+      break;
+  }
   return schedule;
 }
 

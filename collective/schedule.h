@@ -87,12 +87,13 @@ struct Round {
 struct OpShape {
   Collective collective = Collective::allreduce;
   int world_size = 1;
-  // Elements of the tensor: the whole tensor for allreduce, reduce_scatter, allgather and
-  // broadcast; the elements sent to each destination for alltoall (the tensor is world_size blocks
-  // of that); unused for barrier.
+  // Elements of the tensor: the whole tensor for allreduce, reduce_scatter, allgather, broadcast,
+  // reduce, gather and scatter (whose ranks each have one chunk of its balanced partition); the
+  // elements sent to each destination for alltoall (the tensor is world_size blocks of that);
+  // unused for barrier.
   std::uint64_t count = 0;
   std::size_t element_size = 4;
-  int root = 0;  // broadcast only
+  int root = 0;  // the collectives that have one (has_root())
 };
 
 struct Schedule {

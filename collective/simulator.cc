@@ -15,10 +15,6 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
-bool reduces(Collective collective) {
-  return collective == Collective::allreduce || collective == Collective::reduce_scatter;
-}
-
 class Simulation {
  public:
   Simulation(std::span<const Schedule> schedules, std::span<RankBuffers> buffers, DataType type,

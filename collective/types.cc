@@ -122,8 +122,24 @@ std::string_view name(Collective collective) {
       return "alltoall";
     case Collective::barrier:
       return "barrier";
+    case Collective::reduce:
+      return "reduce";
+    case Collective::gather:
+      return "gather";
+    case Collective::scatter:
+      return "scatter";
   }
   std::abort();
+}
+
+bool has_root(Collective collective) {
+  return collective == Collective::broadcast || collective == Collective::reduce ||
+         collective == Collective::gather || collective == Collective::scatter;
+}
+
+bool reduces(Collective collective) {
+  return collective == Collective::allreduce || collective == Collective::reduce_scatter ||
+         collective == Collective::reduce;
 }
 
 std::string_view name(Algorithm algorithm) {

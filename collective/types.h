@@ -16,7 +16,10 @@ enum class Collective : std::uint8_t {
   allgather,
   broadcast,
   alltoall,
-  barrier
+  barrier,
+  reduce,   // the reduction, on the root only
+  gather,   // rank r's chunk of the balanced partition, to the root
+  scatter   // the root's chunk r of the balanced partition, to rank r
 };
 enum class Algorithm : std::uint8_t {
   tree,              // binomial tree reduce + broadcast
@@ -35,9 +38,10 @@ inline constexpr DataType kAllDataTypes[] = {
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
                                              ReduceOp::max, ReduceOp::avg,  ReduceOp::band,
                                              ReduceOp::bor, ReduceOp::bxor};
-inline constexpr Collective kAllCollectives[] = {Collective::allreduce, Collective::reduce_scatter,
-                                                 Collective::allgather, Collective::broadcast,
-                                                 Collective::alltoall,  Collective::barrier};
+inline constexpr Collective kAllCollectives[] = {
+    Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
+    Collective::broadcast, Collective::alltoall,       Collective::barrier,
+    Collective::reduce,    Collective::gather,         Collective::scatter};
 inline constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::tree,   Algorithm::hypercube, Algorithm::ring,          Algorithm::halving_doubling,
     Algorithm::direct, Algorithm::bruck,     Algorithm::dissemination, Algorithm::probe};
@@ -54,6 +58,10 @@ std::string_view name(ReduceOp op);
 std::optional<DataType> parse_data_type(std::string_view text);
 std::optional<ReduceOp> parse_reduce_op(std::string_view text);
 std::string_view name(Collective collective);
+// Broadcast, reduce, gather and scatter: the collectives that name a root rank.
+bool has_root(Collective collective);
+// All-reduce, reduce-scatter and reduce: the collectives that combine values with a ReduceOp.
+bool reduces(Collective collective);
 std::string_view name(Algorithm algorithm);
 std::optional<Collective> parse_collective(std::string_view text);
 std::optional<Algorithm> parse_algorithm(std::string_view text);

@@ -63,7 +63,7 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
                    " is more bytes than any region holds");
   }
   // The collectives that only move data take every type, whatever operator the request names.
-  if (*collective == Collective::allreduce || *collective == Collective::reduce_scatter) {
+  if (reduces(*collective)) {
     if (const std::string_view why = why_op_cannot_reduce(*dtype, *reduce_op); !why.empty()) {
       return invalid(std::string(name(*reduce_op)) + " cannot reduce " +
                      std::string(name(*dtype)) + " values: " + std::string(why));

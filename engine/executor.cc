@@ -101,7 +101,7 @@ class OpRun {
       round_to_wire(format_, memory_.locate(schedule_.result), schedule_.result.length,
                     segment_bytes_, workspace_.converted);
     }
-    if (collective == Collective::allreduce || collective == Collective::reduce_scatter) {
+    if (reduces(collective)) {
       finalize_average(
           format_.dtype, format_.op, memory_.locate(schedule_.result),
           schedule_.result.length / format_.element_size,

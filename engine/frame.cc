@@ -37,10 +37,8 @@ bool is_one_of(std::uint8_t raw, const Enum (&values)[N]) {
 std::string OpDescriptor::to_string() const {
   std::string text = std::string(name(collective)) + " of " + std::to_string(count) + " " +
                      std::string(name(dtype)) + " (";
-  if (collective == Collective::allreduce || collective == Collective::reduce_scatter) {
-    text += std::string(name(op)) + ", ";
-  }
-  if (collective == Collective::broadcast) text += "root " + std::to_string(root) + ", ";
+  if (reduces(collective)) text += std::string(name(op)) + ", ";
+  if (has_root(collective)) text += "root " + std::to_string(root) + ", ";
   text += std::string(name(algorithm));
   if (wire) text += ", " + std::string(name(*wire)) + " on the wire";
   return text + ")";

@@ -162,6 +162,8 @@ double ref_float_op(ReduceOp op, double lhs, double rhs) {
       if (std::isnan(lhs) || std::isnan(rhs)) return kNaN;
       if (lhs == 0 && rhs == 0) return std::signbit(lhs) && std::signbit(rhs) ? -0.0 : 0.0;
       return lhs > rhs ? lhs : rhs;
+    default:
+      ADD_FAILURE() << "floats have no " << gradsync::name(op);
   }
   return kNaN;
 }

@@ -54,6 +54,11 @@ class ScheduleSimulation : public ::testing::TestWithParam<std::tuple<Case, int>
   Collective collective() const { return std::get<0>(GetParam()).collective; }
   Algorithm algorithm() const { return std::get<0>(GetParam()).algorithm; }
   int world_size() const { return std::get<1>(GetParam()); }
+  // The roots of a collective that has one: rank 0, the last and one between, by count.
+  int root_for(std::uint64_t n) const {
+    if (!has_root(collective())) return 0;
+    return static_cast<int>(n % 3 == 0 ? 0 : n % 3 == 1 ? world_size() - 1 : world_size() / 2);
+  }
 
   // Runs the op for every count, dtype and op; `fill` and `check` give inputs and expectations.
   void run_reductions() {
@@ -62,7 +67,7 @@ class ScheduleSimulation : public ::testing::TestWithParam<std::tuple<Case, int>
       for (DataType type : kAllDataTypes) {
         for (ReduceOp op : kAllReduceOps) {
           if (!why_op_cannot_reduce(type, op).empty()) continue;
-          const OpShape shape{collective(), p, n, element_size(type)};
+          const OpShape shape{collective(), p, n, element_size(type), root_for(n)};
           SCOPED_TRACE(describe(shape, algorithm()) + " " + std::string(name(type)) + " " +
                        std::string(name(op)));
           const auto schedules = build_all_ranks(shape, algorithm());
@@ -86,6 +91,7 @@ TEST_P(ScheduleSimulation, ProducesTheClosedFormResult) {
   switch (collective()) {
     case Collective::allreduce:
     case Collective::reduce_scatter:
+    case Collective::reduce:
       run_reductions();
       return;
     default:
@@ -95,7 +101,7 @@ TEST_P(ScheduleSimulation, ProducesTheClosedFormResult) {
     for (DataType type : {DataType::u8, DataType::bf16, DataType::f32, DataType::f64}) {
       const std::size_t size = element_size(type);
       std::set<int> roots = {0};
-      if (collective() == Collective::broadcast) roots = {0, p / 2, p - 1};
+      if (has_root(collective())) roots = {0, p / 2, p - 1};
       for (int root : roots) {
         const OpShape shape{collective(), p, n, size, root};
         SCOPED_TRACE(describe(shape, algorithm()) + " " + std::string(name(type)));
@@ -123,6 +129,28 @@ TEST_P(ScheduleSimulation, ProducesTheClosedFormResult) {
             case Collective::broadcast:
               if (r == root) buffers[r].data = testing::pattern(root, 0, bytes);
               expected[r] = testing::pattern(root, 0, bytes);
+              break;
+            case Collective::gather: {
+              const Chunk own = balanced_chunk(n, p, r);
+              const Bytes mine = testing::pattern(r, 0, own.count * size);
+              std::copy(mine.begin(), mine.end(), buffers[r].data.begin() + own.offset * size);
+              if (r != root) break;  // the result is the root's alone
+              for (int owner = 0; owner < p; ++owner) {
+                const Bytes theirs = testing::pattern(owner, 0, balanced_chunk(n, p, owner).count * size);
+                expected[r].insert(expected[r].end(), theirs.begin(), theirs.end());
+              }
+              break;
+            }
+            case Collective::scatter:
+              if (r == root) {
+                buffers[r].data.clear();
+                for (int owner = 0; owner < p; ++owner) {
+                  const Bytes theirs =
+                      testing::pattern(owner, 0, balanced_chunk(n, p, owner).count * size);
+                  buffers[r].data.insert(buffers[r].data.end(), theirs.begin(), theirs.end());
+                }
+              }
+              expected[r] = testing::pattern(r, 0, balanced_chunk(n, p, r).count * size);
               break;
             case Collective::alltoall: {
               const std::uint64_t block = n * size;
@@ -154,9 +182,26 @@ TEST_P(ScheduleSimulation, ProducesTheClosedFormResult) {
 }
 
 // The longest message of a round sets the round's time, so no rank may carry more than one element
-// beyond any other.
+// beyond any other. A binomial gather or scatter carries the chunks of a subtree instead, whose
+// size the tree sets: there the root's link must carry every other rank's chunk exactly once.
 TEST_P(ScheduleSimulation, MessagesOfARoundDifferByAtMostOneElement) {
   const int p = world_size();
+  if (collective() == Collective::gather || collective() == Collective::scatter) {
+    for (std::uint64_t n : element_counts(p)) {
+      for (int root : {0, p - 1}) {
+        const OpShape shape{collective(), p, n, 4, root};
+        const Schedule schedule = build_schedule(shape, algorithm(), root);
+        std::uint64_t carried = 0;
+        for (const Round& round : schedule.rounds) {
+          for (const Send& send : round.sends) carried += send.bytes();
+          for (const Recv& recv : round.recvs) carried += recv.bytes();
+        }
+        EXPECT_EQ(carried, 4 * (n - balanced_chunk(n, p, root).count))
+            << describe(shape, algorithm());
+      }
+    }
+    return;
+  }
   for (std::uint64_t n : element_counts(p)) {
     const OpShape shape{collective(), p, n, 4};
     const auto schedules = build_all_ranks(shape, algorithm());
