@@ -256,6 +256,48 @@ Handle Client::alltoall_async(const void* input, void* output, std::size_t block
   return Handle(open()->submit(submission, options));
 }
 
+Handle Client::reduce_async(void* data, std::size_t count, DataType type,
+                            const OpOptions& options) {
+  const std::uint64_t bytes = count * element_size(type);
+  const OpShape shape{Collective::reduce, world_size(), count, element_size(type), options.root};
+  // Only the root takes the result; the others' data stays as it was.
+  const bool root = rank() == options.root;
+  Submission submission{shape, type, data, 0, bytes, root ? data : nullptr, 0, root ? bytes : 0};
+  return Handle(open()->submit(submission, options));
+}
+
+Handle Client::gather_async(const void* input, void* output, std::size_t count, DataType type,
+                            const OpOptions& options) {
+  const std::size_t size = element_size(type);
+  const Chunk mine = balanced_chunk(count, world_size(), rank());
+  const bool root = rank() == options.root;
+  Submission submission{{Collective::gather, world_size(), count, size, options.root},
+                        type,
+                        input,
+                        mine.offset * size,
+                        mine.count * size,
+                        root ? output : nullptr,
+                        0,
+                        root ? count * size : 0};
+  return Handle(open()->submit(submission, options));
+}
+
+Handle Client::scatter_async(const void* input, void* output, std::size_t count, DataType type,
+                             const OpOptions& options) {
+  const std::size_t size = element_size(type);
+  const Chunk mine = balanced_chunk(count, world_size(), rank());
+  const bool root = rank() == options.root;
+  Submission submission{{Collective::scatter, world_size(), count, size, options.root},
+                        type,
+                        root ? input : nullptr,
+                        0,
+                        root ? count * size : 0,
+                        output,
+                        mine.offset * size,
+                        mine.count * size};
+  return Handle(open()->submit(submission, options));
+}
+
 void Client::allreduce(void* data, std::size_t count, DataType type, const OpOptions& options) {
   allreduce_async(data, count, type, options).wait();
 }
@@ -273,6 +315,17 @@ void Client::broadcast(void* data, std::size_t count, DataType type, const OpOpt
 void Client::alltoall(const void* input, void* output, std::size_t block_count, DataType type,
                       const OpOptions& options) {
   alltoall_async(input, output, block_count, type, options).wait();
+}
+void Client::reduce(void* data, std::size_t count, DataType type, const OpOptions& options) {
+  reduce_async(data, count, type, options).wait();
+}
+void Client::gather(const void* input, void* output, std::size_t count, DataType type,
+                    const OpOptions& options) {
+  gather_async(input, output, count, type, options).wait();
+}
+void Client::scatter(const void* input, void* output, std::size_t count, DataType type,
+                     const OpOptions& options) {
+  scatter_async(input, output, count, type, options).wait();
 }
 void Client::barrier(const OpOptions& options) {
   Submission submission{{Collective::barrier, world_size(), 0, 1}, DataType::u8};

@@ -69,7 +69,7 @@ struct OpOptions {
   std::optional<Algorithm> algorithm;  // empty: the group's algorithm table chooses
   std::chrono::milliseconds timeout{knobs::kOpTimeoutMs.default_value};
   std::string name;  // shows in the daemon's log lines
-  int root = 0;      // broadcast only
+  int root = 0;      // broadcast, reduce, gather and scatter
   // bf16 or f16: an f32 or f64 sum or avg (all-reduce, reduce-scatter; all-gather too) sends its
   // values rounded to 16 bits and adds them in the data type (docs/clients.md, "Semantics": the
   // error bound).
@@ -229,6 +229,22 @@ class Client {
                 const OpOptions& options = {});
   Handle alltoall_async(const void* input, void* output, std::size_t block_count, DataType type,
                         const OpOptions& options = {});
+  // In place on options.root: `data` holds `count` elements on entry, and on the root their
+  // reduction on return; the other ranks' `data` is left as it was.
+  void reduce(void* data, std::size_t count, DataType type, const OpOptions& options = {});
+  Handle reduce_async(void* data, std::size_t count, DataType type, const OpOptions& options = {});
+  // `input` holds this rank's chunk of the balanced partition of `count`; on options.root,
+  // `output` receives all `count` elements (elsewhere it is not touched and may be null).
+  void gather(const void* input, void* output, std::size_t count, DataType type,
+              const OpOptions& options = {});
+  Handle gather_async(const void* input, void* output, std::size_t count, DataType type,
+                      const OpOptions& options = {});
+  // On options.root, `input` holds `count` elements (elsewhere it is not read and may be null);
+  // `output` receives this rank's chunk of their balanced partition.
+  void scatter(const void* input, void* output, std::size_t count, DataType type,
+               const OpOptions& options = {});
+  Handle scatter_async(const void* input, void* output, std::size_t count, DataType type,
+                       const OpOptions& options = {});
   void barrier(const OpOptions& options = {});
 
  private:

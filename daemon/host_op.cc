@@ -8,8 +8,8 @@ namespace gradsync::daemon {
 
 namespace {
 
-// The elements host `host` carries in a reduce-scatter or all-gather: its ranks' chunks, which
-// are contiguous because ranks are host-major.
+// The elements host `host` carries in a reduce-scatter, all-gather, gather or scatter: its ranks'
+// chunks, which are contiguous because ranks are host-major.
 Chunk part_of(const OpShape& global, const HostLayout& layout, int host) {
   const int first = layout.first_rank(host);
   const Chunk begin = balanced_chunk(global.count, layout.world_size(), first);
@@ -23,6 +23,8 @@ bool needs_staging(const OpShape& global, const HostLayout& layout) {
   switch (global.collective) {
     case Collective::reduce_scatter:
     case Collective::allgather:
+    case Collective::gather:
+    case Collective::scatter:
       for (int host = 0; host < layout.hosts(); ++host) {
         if (part_of(global, layout, host) != balanced_chunk(global.count, layout.hosts(), host)) {
           return true;
@@ -45,7 +47,7 @@ void copy_bytes(std::byte* to, const std::byte* from, std::uint64_t bytes) {
 OpShape shape_between_hosts(const OpShape& global, const HostLayout& layout) {
   OpShape between = global;
   between.world_size = layout.hosts();
-  if (global.collective == Collective::broadcast) between.root = layout.host_of(global.root);
+  if (has_root(global.collective)) between.root = layout.host_of(global.root);
   if (!needs_staging(global, layout)) return between;
   if (global.collective == Collective::alltoall) {
     const auto most = static_cast<std::uint64_t>(layout.most_local_ranks());
@@ -79,14 +81,22 @@ HostOp::HostOp(const OpShape& global, DataType dtype, ReduceOp op, const HostLay
     buffers_ = {staging.data(), staging.data() + data_bytes(between_)};
     return;
   }
-  std::byte* own = regions_.front();
-  if (global_.collective == Collective::broadcast && layout.host_of(global_.root) == host) {
-    own = regions_[global_.root - first_];
-  }
+  std::byte* own = regions_[own_local()];
   buffers_ = {own, own != nullptr ? own + data_bytes(global_) : nullptr};
 }
 
 bool HostOp::staged() const { return needs_staging(global_, layout_); }
+
+bool HostOp::has_the_root() const {
+  return has_root(global_.collective) && layout_.host_of(global_.root) == host_;
+}
+
+int HostOp::own_local() const { return has_the_root() ? global_.root - first_ : 0; }
+
+std::byte* HostOp::staged_block(int host, std::uint64_t from_element) const {
+  return at(buffers_.data,
+            block_ * static_cast<std::uint64_t>(host) + from_element - host_part(host).offset);
+}
 
 Chunk HostOp::host_part(int host) const { return part_of(global_, layout_, host); }
 
@@ -129,6 +139,26 @@ void HostOp::gather() {
                                                          mine.offset - host_part(host_).offset)
                                  : at(regions_[0], mine.offset);
         copy_bytes(to, at(regions_[local], mine.offset), mine.count * size);
+      }
+      return;
+    case Collective::reduce:
+      for (int local = 0; local < locals; ++local) {
+        if (local != own_local()) reduce_into(buffers_.data, regions_[local], global_.count);
+      }
+      return;
+    case Collective::gather:
+      for (int local = 0; local < locals; ++local) {
+        const Chunk mine = balanced_chunk(global_.count, layout_.world_size(), first_ + local);
+        std::byte* to = staged() ? staged_block(host_, mine.offset) : at(buffers_.data, mine.offset);
+        copy_bytes(to, at(regions_[local], mine.offset), mine.count * size);
+      }
+      return;
+    case Collective::scatter:
+      if (!staged() || !has_the_root()) return;
+      for (int host = 0; host < layout_.hosts(); ++host) {
+        const Chunk part = host_part(host);
+        copy_bytes(staged_block(host, part.offset), at(regions_[own_local()], part.offset),
+                   part.count * size);
       }
       return;
     case Collective::alltoall: {
@@ -186,6 +216,22 @@ void HostOp::scatter() {
                      at(buffers_.data, block_ * static_cast<std::uint64_t>(host)),
                      part.count * size);
         }
+      }
+      return;
+    case Collective::gather:
+      if (!staged() || !has_the_root()) return;
+      for (int host = 0; host < layout_.hosts(); ++host) {
+        const Chunk part = host_part(host);
+        copy_bytes(at(regions_[own_local()], part.offset), staged_block(host, part.offset),
+                   part.count * size);
+      }
+      return;
+    case Collective::scatter:
+      for (int local = 0; local < locals; ++local) {
+        const Chunk mine = balanced_chunk(global_.count, layout_.world_size(), first_ + local);
+        const std::byte* from =
+            staged() ? staged_block(host_, mine.offset) : at(buffers_.data, mine.offset);
+        copy_bytes(at(regions_[local], mine.offset), from, mine.count * size);
       }
       return;
     case Collective::alltoall: {

@@ -7,6 +7,10 @@
 //   the op runs in local rank 0's region; otherwise in a staging buffer of one equal block per
 //   host, each as long as the longest host's part.
 // - broadcast: the hosts broadcast from the root's region; every other local rank gets a copy.
+// - reduce: the local ranks' tensors are reduced into the root's region on the root's host (local
+//   rank 0's elsewhere), and the hosts reduce to the root's host; no other local rank is written.
+// - gather and scatter: a host carries its ranks' chunks, as all-gather and reduce-scatter do; the
+//   root's host gathers into (or scatters from) the root's region.
 // - all-to-all: with one rank per host, in the region; otherwise every host sends each other one
 //   portion of (local ranks)² blocks, staged.
 // - barrier: between hosts, once every local rank has come.
@@ -42,9 +46,15 @@ class HostOp {
   void scatter();
 
  private:
-  // The elements host `host` carries in a reduce-scatter or all-gather.
+  // The elements host `host` carries in a reduce-scatter, all-gather, gather or scatter.
   Chunk host_part(int host) const;
   bool staged() const;
+  // Whether the op has a root and it is one of this host's ranks.
+  bool has_the_root() const;
+  // The local rank whose region the op between hosts runs in, unstaged: the root's, else 0.
+  int own_local() const;
+  // Staged: where element `from_element` of host `host`'s part lies in the staging buffer.
+  std::byte* staged_block(int host, std::uint64_t from_element) const;
   std::byte* at(std::byte* base, std::uint64_t elements) const;
 
   OpShape global_;
