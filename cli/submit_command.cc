@@ -50,21 +50,29 @@ struct SubmitOptions {
   bool has_total = false;
 };
 
+// The collectives whose input is a chunk of a tensor (or, on scatter's root, the tensor) that
+// only --total says the size of on every rank.
+bool takes_total(Collective collective) {
+  return collective == Collective::allgather || collective == Collective::gather ||
+         collective == Collective::scatter;
+}
+
 // The checks that need nothing but the command line.
 void check_flags(const SubmitOptions& options, Collective collective) {
   const std::string collective_flag = "--collective " + options.collective_text;
   if (options.has_op && !reduces(collective)) {
     throw CLI::ValidationError("--op", collective_flag + " does not reduce");
   }
-  if (options.has_root && collective != Collective::broadcast) {
-    throw CLI::ValidationError("--root", "only --collective broadcast has a root");
+  if (options.has_root && !has_root(collective)) {
+    throw CLI::ValidationError("--root", collective_flag + " has no root");
   }
-  if (collective == Collective::allgather && !options.has_total) {
-    throw CLI::ValidationError(
-        "--total", "required with " + collective_flag + " (the element count it gathers)");
+  if (takes_total(collective) && !options.has_total) {
+    throw CLI::ValidationError("--total", "required with " + collective_flag +
+                                              " (the element count it gathers or scatters)");
   }
-  if (options.has_total && collective != Collective::allgather) {
-    throw CLI::ValidationError("--total", "only --collective allgather takes a total");
+  if (options.has_total && !takes_total(collective)) {
+    throw CLI::ValidationError("--total",
+                               "only --collective allgather, gather and scatter take a total");
   }
   if (options.algorithm_text != "auto") {
     const Algorithm algorithm = *parse_algorithm(options.algorithm_text);
@@ -107,6 +115,14 @@ void check_output_path(const std::string& path) {
   }
 }
 
+void check_root(const SubmitOptions& options, std::uint64_t world_size) {
+  if (static_cast<std::uint64_t>(options.root) >= world_size) {
+    throw CLI::ValidationError("--root", "rank " + std::to_string(options.root) +
+                                             " does not exist in a group of " +
+                                             std::to_string(world_size) + " ranks");
+  }
+}
+
 // The output's element count on this rank, once the group's size and this rank are known
 // (client/gradsync_client.h).
 std::uint64_t output_count(const SubmitOptions& options, Collective collective,
@@ -126,13 +142,22 @@ std::uint64_t output_count(const SubmitOptions& options, Collective collective,
       }
       return input_count;
     case Collective::broadcast:
-      if (static_cast<std::uint64_t>(options.root) >= world_size) {
-        throw CLI::ValidationError("--root", "rank " + std::to_string(options.root) +
-                                                 " does not exist in a group of " + group);
-      }
+    case Collective::reduce:
+      check_root(options, world_size);
       return input_count;
     case Collective::reduce_scatter:
       return balanced_chunk(input_count, world_size, rank).count;
+    case Collective::scatter:
+      check_root(options, world_size);
+      if (rank == static_cast<std::uint64_t>(options.root) && input_count != options.total) {
+        throw CLI::ValidationError("--in", "holds " + std::to_string(input_count) +
+                                               " elements, but the root scatters --total " +
+                                               std::to_string(options.total));
+      }
+      return balanced_chunk(options.total, world_size, rank).count;
+    case Collective::gather:
+      check_root(options, world_size);
+      [[fallthrough]];
     case Collective::allgather: {
       const std::uint64_t chunk = balanced_chunk(options.total, world_size, rank).count;
       if (input_count != chunk) {
@@ -156,14 +181,21 @@ struct Result {
   double elapsed_us = 0;
 };
 
-// All-reduce and broadcast work in place; the others write a separate output.
+// All-reduce, broadcast and reduce work in place; the others write a separate output.
 bool in_place(Collective collective) {
-  return collective == Collective::allreduce || collective == Collective::broadcast;
+  return collective == Collective::allreduce || collective == Collective::broadcast ||
+         collective == Collective::reduce;
+}
+
+// Whether this rank has a result to write: a reduce's or a gather's is the root's alone.
+bool has_result(Collective collective, int rank, int root) {
+  return (collective != Collective::reduce && collective != Collective::gather) || rank == root;
 }
 
 // Through the async calls, whose Handle reports the algorithm and the time.
+// `total`: the tensor a scatter's root scatters (the other ranks' input is not read).
 Result run_op(Client& client, Collective collective, NpyArray& input, std::uint64_t out_count,
-              const OpOptions& op_options) {
+              std::uint64_t total, const OpOptions& op_options) {
   const std::uint64_t count = element_count(input.shape);
   Result result;
   if (!in_place(collective)) result.data.resize(out_count * element_size(input.type));
@@ -188,6 +220,17 @@ Result run_op(Client& client, Collective collective, NpyArray& input, std::uint6
                                      count / static_cast<std::uint64_t>(client.world_size()),
                                      input.type, op_options);
       break;
+    case Collective::reduce:
+      handle = client.reduce_async(input.data.data(), count, input.type, op_options);
+      break;
+    case Collective::gather:
+      handle = client.gather_async(input.data.data(), result.data.data(), out_count, input.type,
+                                   op_options);
+      break;
+    case Collective::scatter:
+      handle = client.scatter_async(input.data.data(), result.data.data(), total, input.type,
+                                    op_options);
+      break;
     case Collective::barrier:
       throw std::logic_error("gradsync submit: unexpected collective");
   }
@@ -203,7 +246,8 @@ int run_submit(const SubmitOptions& options) {
   check_flags(options, collective);
   NpyArray input = read_input(options);
   const std::uint64_t input_count = element_count(input.shape);
-  if (collective == Collective::allgather && input_count > options.total) {
+  if ((collective == Collective::allgather || collective == Collective::gather) &&
+      input_count > options.total) {
     throw CLI::ValidationError("--in", "holds " + std::to_string(input_count) +
                                            " elements, more than --total " +
                                            std::to_string(options.total));
@@ -224,12 +268,20 @@ int run_submit(const SubmitOptions& options) {
     Client client = Client::connect(options.socket_path, op_options.timeout);
     rank = client.rank();
     out_count = output_count(options, collective, input_count, client);
-    result = run_op(client, collective, input, out_count, op_options);
+    result = run_op(client, collective, input, out_count, options.total, op_options);
   } catch (const ClientError& error) {
     std::fprintf(stderr, "gradsync submit: %s\n", error.what());
     return 1;
   }
 
+  if (!has_result(collective, rank, options.root)) {
+    if (options.verbose) {
+      std::printf("rank %d: %s ran %s in %.1f us; the result is rank %d's, no --out written\n",
+                  rank, options.collective_text.c_str(),
+                  std::string(name(result.algorithm)).c_str(), result.elapsed_us, options.root);
+    }
+    return 0;
+  }
   NpyArray output;
   output.type = input.type;
   output.shape = out_count == input_count ? input.shape : std::vector<std::uint64_t>{out_count};
@@ -292,10 +344,15 @@ void add_submit_command(CLI::App& app, std::function<int()>& action) {
   CLI::Option* total =
       command
           ->add_option("--total", options->total,
-                       "allgather: element count of the gathered tensor (the input is this "
-                       "rank's balanced chunk of it)")
+                       "allgather and gather: element count of the gathered tensor (the input "
+                       "is this rank's balanced chunk of it); scatter: of the scattered one "
+                       "(the root's input; the output is this rank's chunk)")
           ->check(kElementCount);
-  CLI::Option* root = command->add_option("--root", options->root, "broadcast: the root rank")
+  CLI::Option* root =
+      command
+          ->add_option("--root", options->root,
+                       "broadcast, reduce, gather and scatter: the root rank (default 0); "
+                       "reduce and gather write --out on the root only")
                           ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   config::add_knob(*command, knobs::kOpTimeoutMs, options->timeout_ms);
   command->add_flag("--verbose", options->verbose,

@@ -114,14 +114,16 @@ TEST_F(SubmitCommand, RejectsAnUnknownCollective) {
   write_valid_input("in.npy");
   expect_rejected(
       submit("--collective frobnicate --in " + path("in.npy") + " --out " + path("out.npy")),
-      "--collective: frobnicate not in {allreduce,reduce_scatter,allgather,broadcast,alltoall}");
+      "--collective: frobnicate not in {allreduce,reduce_scatter,allgather,broadcast,alltoall,"
+      "reduce,gather,scatter}");
 }
 
 TEST_F(SubmitCommand, RequiresATotalForAllgather) {
   write_valid_input("in.npy");
   expect_rejected(
       submit("--collective allgather --in " + path("in.npy") + " --out " + path("out.npy")),
-      "--total: required with --collective allgather (the element count it gathers)");
+      "--total: required with --collective allgather (the element count it gathers or "
+      "scatters)");
 }
 
 TEST_F(SubmitCommand, RejectsAnAllgatherInputLargerThanTheTotal) {
@@ -136,9 +138,13 @@ TEST_F(SubmitCommand, RejectsFlagsTheCollectiveDoesNotTake) {
   const std::string files = " --in " + path("in.npy") + " --out " + path("out.npy");
   expect_rejected(submit("--collective broadcast --op max" + files),
                   "--op: --collective broadcast does not reduce");
-  expect_rejected(submit("--root 1" + files), "--root: only --collective broadcast has a root");
+  expect_rejected(submit("--root 1" + files), "--root: --collective allreduce has no root");
   expect_rejected(submit("--total 3" + files),
-                  "--total: only --collective allgather takes a total");
+                  "--total: only --collective allgather, gather and scatter take a total");
+  expect_rejected(submit("--collective scatter" + files),
+                  "--total: required with --collective scatter");
+  expect_rejected(submit("--collective gather --op max --total 6" + files),
+                  "--op: --collective gather does not reduce");
   expect_rejected(submit("--algorithm bruck" + files),
                   "--algorithm: bruck cannot run allreduce (choose from auto tree hypercube ring "
                   "halving_doubling)");
@@ -247,6 +253,52 @@ TEST_F(SubmitCommand, ReduceScattersIntoEachRanksChunk) {
     EXPECT_EQ(output.data,
               testing::Bytes(reduced.begin() + static_cast<std::ptrdiff_t>(8 * chunk.offset),
                              reduced.begin() + static_cast<std::ptrdiff_t>(8 * chunk.end())))
+        << "rank " << rank;
+  }
+}
+
+// Reduce, gather and scatter to and from rank 1: the root writes what it gets, the other rank
+// writes no --out for a reduce or gather.
+TEST_F(SubmitCommand, ReducesGathersAndScattersWithARoot) {
+  constexpr std::uint64_t kCount = 11;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string r = std::to_string(rank);
+    write_array("in" + r + ".npy",
+                {DataType::i16,
+                 {kCount},
+                 testing::contribution(DataType::i16, ReduceOp::max, rank, kCount)});
+    const Chunk mine = balanced_chunk(kCount, 2, static_cast<std::uint64_t>(rank));
+    write_array("chunk" + r + ".npy", {DataType::u8, {mine.count}, testing::pattern(rank, 3, mine.count)});
+  }
+  const CommandResult result = submit_on_two_ranks([&](int rank) {
+    const std::string r = std::to_string(rank);
+    const std::string scattered = rank == 1 ? "whole.npy" : "chunk0.npy";
+    return "--verbose --collective reduce --op max --root 1 --in " + path("in" + r + ".npy") +
+           " --out " + path("reduced" + r + ".npy") + " && " + kGradsync + " submit --socket \"$s" +
+           r + "\" --collective gather --root 1 --total 11 --in " + path("chunk" + r + ".npy") +
+           " --out " + path("gathered" + r + ".npy") + " && " + kGradsync +
+           " submit --socket \"$s" + r + "\" --collective scatter --root 1 --total 11 --in " +
+           path(rank == 1 ? "gathered1.npy" : "chunk0.npy") + " --out " +
+           path("scattered" + r + ".npy");
+  });
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("the result is rank 1's, no --out written"), std::string::npos)
+      << result.out;
+  EXPECT_FALSE(std::filesystem::exists(path("reduced0.npy")));
+  EXPECT_FALSE(std::filesystem::exists(path("gathered0.npy")));
+  NpyArray reduced;
+  ASSERT_TRUE(cli::read_npy_file(path("reduced1.npy"), reduced).ok());
+  EXPECT_EQ(reduced.data, testing::expected_reduction(DataType::i16, ReduceOp::max, 2, kCount));
+  NpyArray gathered;
+  ASSERT_TRUE(cli::read_npy_file(path("gathered1.npy"), gathered).ok());
+  testing::Bytes both = testing::pattern(0, 3, balanced_chunk(kCount, 2, 0).count);
+  const testing::Bytes second = testing::pattern(1, 3, balanced_chunk(kCount, 2, 1).count);
+  both.insert(both.end(), second.begin(), second.end());
+  EXPECT_EQ(gathered.data, both);
+  for (int rank = 0; rank < 2; ++rank) {
+    NpyArray scattered;
+    ASSERT_TRUE(cli::read_npy_file(path("scattered" + std::to_string(rank) + ".npy"), scattered).ok());
+    EXPECT_EQ(scattered.data, testing::pattern(rank, 3, balanced_chunk(kCount, 2, static_cast<std::uint64_t>(rank)).count))
         << "rank " << rank;
   }
 }

@@ -457,6 +457,35 @@ class Client:
         self.alltoall_async(input, output, algorithm=algorithm, timeout=timeout,
                             name=name).wait()
 
+    def reduce(self, tensor: Tensor, root: int = 0, op: ReduceOpName = "sum", *,
+               algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+               name: str = "") -> None:
+        """In place on rank `root`: `tensor` receives the reduction of every rank's; the other
+        ranks' tensors are left as they were. Raises as every op does (see Client)."""
+        self.reduce_async(tensor, root, op, algorithm=algorithm, timeout=timeout,
+                          name=name).wait()
+
+    def gather(self, input: Tensor, output: Optional[Tensor] = None, root: int = 0, *,
+               algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+               name: str = "") -> None:
+        """`input` is this rank's chunk of the balanced partition of `output`'s elements; on rank
+        `root`, `output` receives every rank's chunk in rank order. The other ranks' `output` is
+        not written, and may be None where every rank's chunk has the same size. Raises as every
+        op does (see Client); ValueError when `input` is not that chunk's size or the root has no
+        `output`."""
+        self.gather_async(input, output, root, algorithm=algorithm, timeout=timeout,
+                          name=name).wait()
+
+    def scatter(self, input: Optional[Tensor], output: Tensor, root: int = 0, *,
+                algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                name: str = "") -> None:
+        """On rank `root`, `input` holds every element; `output` receives this rank's chunk of
+        their balanced partition. The other ranks' `input` is not read, and may be None where
+        every rank's chunk has the same size. Raises as every op does (see Client); ValueError
+        when `output` is not that chunk's size or the root has no `input`."""
+        self.scatter_async(input, output, root, algorithm=algorithm, timeout=timeout,
+                           name=name).wait()
+
     def barrier(self, *, algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
                 name: str = "") -> None:
         """Returns once every rank has called it. Raises as every op does (see Client)."""
@@ -506,6 +535,35 @@ class Client:
         staging = self._staging()
         handle = self._client.alltoall(staging.read(input), staging.write(output), options)
         return self._work(handle, [input, output], staging)
+
+    def reduce_async(self, tensor: Tensor, root: int = 0, op: ReduceOpName = "sum", *,
+                     algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                     name: str = "") -> Work:
+        """As reduce, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options(op, algorithm, timeout, name, None, root)
+        staging = self._staging()
+        handle = self._client.reduce(staging.update(tensor), options)
+        return self._work(handle, [tensor], staging)
+
+    def gather_async(self, input: Tensor, output: Optional[Tensor] = None, root: int = 0, *,
+                     algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                     name: str = "") -> Work:
+        """As gather, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options("sum", algorithm, timeout, name, None, root)
+        staging = self._staging()
+        staged_output = None if output is None else staging.write(output)
+        handle = self._client.gather(staging.read(input), staged_output, options)
+        return self._work(handle, [input] if output is None else [input, output], staging)
+
+    def scatter_async(self, input: Optional[Tensor], output: Tensor, root: int = 0, *,
+                      algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
+                      name: str = "") -> Work:
+        """As scatter, returning a Work at once: the op's failure comes from its wait()."""
+        options = _options("sum", algorithm, timeout, name, None, root)
+        staging = self._staging()
+        staged_input = None if input is None else staging.read(input)
+        handle = self._client.scatter(staged_input, staging.write(output), options)
+        return self._work(handle, [output] if input is None else [input, output], staging)
 
     def _staging(self) -> _Staging:
         def count(copied: int) -> None:

@@ -8,9 +8,11 @@
 Each process talks to its host's daemon (GRADSYNC_SOCKET, else GRADSYNC_SOCKETS[LOCAL_RANK]);
 torch's rank must be the daemon's rank, which a clear error says otherwise. Tensors go through
 the daemon's shared memory; the ops of one process run in the order it calls them, each a torch
-Future completed from one thread per process group. Supported: all_reduce (sum, avg, min, max,
-product), broadcast, all_gather, reduce_scatter, all_to_all_single with equal splits, barrier,
-and what DDP calls of them.
+Future completed from one thread per process group. Supported: all_reduce and reduce (sum, avg,
+min, max, product, band, bor, bxor), broadcast, all_gather, gather, scatter, reduce_scatter,
+all_to_all_single with equal splits, barrier, and what DDP calls of them (with gather and
+scatter, gather_object and scatter_object_list too), on every dtype of CPU tensors, contiguous
+or not.
 
 Each init_process_group is a gradsync job of its own, named through torch's store (rank 0 makes
 the name, every rank reads it), and each process group of it (new_group of every rank) an op
@@ -35,9 +37,12 @@ from torch.distributed.distributed_c10d import (
     AllToAllOptions,
     BarrierOptions,
     BroadcastOptions,
+    GatherOptions,
     ProcessGroup,
     ReduceOp,
+    ReduceOptions,
     ReduceScatterOptions,
+    ScatterOptions,
     Store,
     Work,
 )
@@ -242,6 +247,41 @@ class ProcessGroupGradsync(ProcessGroup):
         if output_split_sizes or input_split_sizes:
             raise ValueError("gradsync's all_to_all_single takes equal splits only")
         return self._done(self.client.alltoall_async(input, output), [output])
+
+    def reduce(  # type: ignore[override]
+            self, tensors: _Tensors, opts: ReduceOptions) -> _Work[_Tensors]:
+        tensor = _single(tensors, "reduce")
+        return self._done(self.client.reduce_async(tensor, root=opts.rootRank,
+                                                   op=_reduce_op(opts.reduceOp)), tensors)
+
+    def gather(  # type: ignore[override]
+            self, output_lists: list[_Tensors], input_tensors: _Tensors,
+            opts: GatherOptions) -> _Work[list[_Tensors]]:
+        # torch hands the root its gather list and the other ranks none.
+        tensor = _single(input_tensors, "gather")
+        if self.rank() != opts.rootRank:
+            return self._done(self.client.gather_async(tensor, None, root=opts.rootRank),
+                              output_lists)
+        outputs = _single(output_lists, "gather")
+        gathered = torch.empty(self.size() * tensor.numel(), dtype=tensor.dtype)
+        work = self.client.gather_async(tensor, gathered, root=opts.rootRank)
+
+        def scatter_back() -> None:
+            for output, part in zip(outputs, gathered.chunk(self.size())):
+                output.copy_(part.view_as(output))
+
+        return self._done(work, output_lists, scatter_back)
+
+    def scatter(  # type: ignore[override]
+            self, output_tensors: _Tensors, input_lists: list[_Tensors],
+            opts: ScatterOptions) -> _Work[_Tensors]:
+        # torch hands the root its scatter list and the other ranks none.
+        output = _single(output_tensors, "scatter")
+        whole = None
+        if self.rank() == opts.rootRank:
+            whole = torch.cat([tensor.reshape(-1) for tensor in _single(input_lists, "scatter")])
+        return self._done(self.client.scatter_async(whole, output, root=opts.rootRank),
+                          output_tensors)
 
     def barrier(self, opts: Optional[BarrierOptions] = None) -> _Work[_Tensors]:
         return self._done(self.client.allreduce_async(torch.zeros(1)), [])

@@ -225,6 +225,26 @@ std::pair<Memory, Memory> memory_pair(const py::object& input, const py::object&
   return {in, out};
 }
 
+// The root's side of a gather's output or a scatter's input, which the other ranks may leave out
+// (None): then every rank's chunk is as long as `chunk`, and there are world-size chunks.
+Memory rooted_memory(const Client& client, const py::object& tensor, const std::string& what,
+                     const Memory& chunk, int root, bool writable) {
+  if (!tensor.is_none()) {
+    const Memory memory = memory_of(tensor, ("the " + what).c_str(), writable);
+    if (memory.dtype != chunk.dtype) {
+      const DataType input = writable ? chunk.dtype : memory.dtype;
+      const DataType output = writable ? memory.dtype : chunk.dtype;
+      throw py::type_error("the input is " + std::string(name(input)) + " and the output " +
+                           std::string(name(output)) + "; they must have one dtype");
+    }
+    return memory;
+  }
+  if (client.rank() == root) {
+    throw py::value_error("the root (rank " + std::to_string(root) + ") needs the " + what);
+  }
+  return {nullptr, chunk.count * static_cast<std::size_t>(client.world_size()), chunk.dtype};
+}
+
 // The daemon reads or writes exactly this rank's chunk of `total` elements: memory of another
 // size would be overrun, so it is refused before anything is sent.
 void check_chunk(const Client& client, std::size_t have, std::size_t total, const char* what) {
@@ -388,6 +408,36 @@ PYBIND11_MODULE(_gradsync, module) {
             }
             py::gil_scoped_release release;
             return client.alltoall_async(in.address, out.address, in.count / p, in.dtype, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "reduce",
+          [](Client& client, const py::object& tensor, const OpOptions& options) {
+            const Memory data = memory_of(tensor, "the tensor", true);
+            py::gil_scoped_release release;
+            return client.reduce_async(data.address, data.count, data.dtype, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "gather",
+          [](Client& client, const py::object& input, const py::object& output,
+             const OpOptions& options) {
+            const Memory in = memory_of(input, "the input", false);
+            const Memory out = rooted_memory(client, output, "output", in, options.root, true);
+            check_chunk(client, in.count, out.count, "the input");
+            py::gil_scoped_release release;
+            return client.gather_async(in.address, out.address, out.count, in.dtype, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "scatter",
+          [](Client& client, const py::object& input, const py::object& output,
+             const OpOptions& options) {
+            const Memory out = memory_of(output, "the output", true);
+            const Memory in = rooted_memory(client, input, "input", out, options.root, false);
+            check_chunk(client, out.count, in.count, "the output");
+            py::gil_scoped_release release;
+            return client.scatter_async(in.address, out.address, in.count, out.dtype, options);
           },
           py::keep_alive<0, 1>())
       .def("barrier", &Client::barrier, Release());

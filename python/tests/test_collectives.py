@@ -105,6 +105,51 @@ def test_average_and_barrier(group3):
         np.testing.assert_allclose(data, np.full(10, 1.0, dtype=np.float32))
 
 
+@pytest.mark.parametrize("root", [0, 2])
+def test_reduce_gather_and_scatter_give_the_root_its_result_and_leave_the_others_alone(group3,
+                                                                                      root):
+    def body(rank, client):
+        tensor = contribution(rank, np.float64)
+        client.reduce(tensor, root=root, op="max")
+        # COUNT is not a multiple of 3: every rank names the output, which only the root's is.
+        offset, length = chunk(COUNT, rank, group3.size)
+        gathered = np.full(COUNT, -1, dtype=np.int32)
+        client.gather(np.arange(offset, offset + length, dtype=np.int32), gathered, root=root)
+        # Chunks of one size: the others need not name the root's side.
+        received = np.zeros(4, dtype=np.int16)
+        whole = np.arange(4 * group3.size, dtype=np.int16) if rank == root else None
+        client.scatter(whole, received, root=root)
+        equal = np.zeros(2 * group3.size, dtype=np.complex64)
+        client.gather(np.full(2, rank + 1j, dtype=np.complex64),
+                      equal if rank == root else None, root=root)
+        return tensor, gathered, received, equal
+
+    maximum = np.max([contribution(r, np.float64) for r in range(group3.size)], axis=0)
+    for rank, (tensor, gathered, received, equal) in enumerate(group3.on_every_rank(body)):
+        if rank == root:
+            np.testing.assert_array_equal(tensor, maximum)
+            np.testing.assert_array_equal(gathered, np.arange(COUNT, dtype=np.int32))
+            np.testing.assert_array_equal(
+                equal, np.repeat(np.arange(group3.size) + 1j, 2).astype(np.complex64))
+        else:
+            np.testing.assert_array_equal(tensor, contribution(rank, np.float64))
+            np.testing.assert_array_equal(gathered, np.full(COUNT, -1, dtype=np.int32))
+        np.testing.assert_array_equal(received, np.arange(4 * rank, 4 * rank + 4))
+
+
+def test_a_root_without_its_side_of_a_gather_or_scatter_is_refused_before_anything_is_sent(
+        group3):
+    client = group3.clients[0]
+    with pytest.raises(ValueError, match=r"the root \(rank 0\) needs the output"):
+        client.gather(np.zeros(2, np.float32), None, root=0)
+    with pytest.raises(ValueError, match=r"the root \(rank 0\) needs the input"):
+        client.scatter(None, np.zeros(2, np.float32), root=0)
+    with pytest.raises(TypeError, match="the input is f32 and the output f64"):
+        client.gather(np.zeros(2, np.float32), np.zeros(6, np.float64), root=0)
+    # Nothing was sent: the group still runs the next op.
+    test_average_and_barrier(group3)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.bool_],
                          ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("op", ["band", "bor", "bxor"])

@@ -53,6 +53,7 @@ def collectives(rank, size):
     dist.barrier()
     every_dtype(rank, size)
     non_contiguous(rank, size)
+    rooted(rank, size)
     # A failed op raises from wait(), as gloo's do, instead of leaving the tensor as it was.
     for async_op in (False, True):
         try:
@@ -90,6 +91,37 @@ def every_dtype(rank, size):
     dist.all_reduce(number)
     check(number.item() == complex(size * (size + 1) / 2, -size * (size - 1) / 2),
           f"complex64 sum: {number}")
+
+
+def rooted(rank, size):
+    """reduce, gather and scatter, from the last rank and from rank 0, and the object forms
+    that torch builds on them."""
+    for root in (size - 1, 0):
+        tensor = torch.full((3,), float(rank + 1))
+        dist.reduce(tensor, dst=root)
+        expected = float(size * (size + 1) // 2) if rank == root else float(rank + 1)
+        check(torch.equal(tensor, torch.full((3,), expected)), f"reduce to {root}: {tensor}")
+        gathered = [torch.zeros(2, dtype=torch.int32) for _ in range(size)] if rank == root \
+            else None
+        dist.gather(torch.full((2,), rank, dtype=torch.int32), gathered, dst=root)
+        if rank == root:
+            check(all(torch.equal(g, torch.full((2,), r, dtype=torch.int32))
+                      for r, g in enumerate(gathered)), f"gather to {root}: {gathered}")
+        received = torch.zeros(2, 2)
+        parts = [torch.full((2, 2), float(10 * r)) for r in range(size)] if rank == root \
+            else None
+        dist.scatter(received, parts, src=root)
+        check(torch.equal(received, torch.full((2, 2), float(10 * rank))),
+              f"scatter from {root}: {received}")
+    objects = [None] * size if rank == 0 else None
+    dist.gather_object({"rank": rank, "name": "x" * rank}, objects, dst=0)
+    if rank == 0:
+        check(objects == [{"rank": r, "name": "x" * r} for r in range(size)],
+              f"gather_object: {objects}")
+    mine = [None]
+    dist.scatter_object_list(mine, [f"to {r}" for r in range(size)] if rank == 0 else None,
+                             src=0)
+    check(mine == [f"to {rank}"], f"scatter_object_list: {mine}")
 
 
 def non_contiguous(rank, size):
