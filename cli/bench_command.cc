@@ -394,6 +394,10 @@ int run_bench(BenchOptions options) {
   if (options.small_iters == 0) options.small_iters = options.iters;
   const DataType type = *parse_data_type(options.dtype);
   const ReduceOp op = *parse_reduce_op(options.op);
+  if (const std::string_view why = why_op_cannot_reduce(type, op); !why.empty()) {
+    throw CLI::ValidationError("--op", options.op + " cannot reduce " + options.dtype +
+                                           " values: " + std::string(why));
+  }
   const std::optional<DataType> wire = wire_type(options, type, op);
   const std::vector<std::optional<Algorithm>> algorithms = algorithms_to_run(options.algorithm);
   if (options.dry_run) {

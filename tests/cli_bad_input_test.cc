@@ -39,6 +39,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCommand{"bench --sockets /tmp/x --algorithm bruck", "--algorithm: bruck not in"},
         BadCommand{"bench --sockets /tmp/x --step-factor 1", "--step-factor"},
         BadCommand{"bench --sockets /tmp/x --small-iters 0", "--small-iters: Value 0 not in range"},
+        BadCommand{"bench --sockets /tmp/x --op band --dry-run",
+                   "--op: band cannot reduce f32 values: the bitwise operators take integers and "
+                   "bool only"},
         BadCommand{"bench --sockets /tmp/x --alpha-us 5 --dry-run",
                    "--alpha-us requires --beta-us-per-byte"},
         BadCommand{"plan", "no daemon sockets: give --sockets or run under gradsync local"},
