@@ -395,8 +395,8 @@ int run_bench(BenchOptions options) {
   const DataType type = *parse_data_type(options.dtype);
   const ReduceOp op = *parse_reduce_op(options.op);
   if (const std::string_view why = why_op_cannot_reduce(type, op); !why.empty()) {
-    throw CLI::ValidationError("--op", options.op + " cannot reduce " + options.dtype +
-                                           " values: " + std::string(why));
+    throw CLI::ValidationError(
+        "--op", options.op + " cannot reduce " + options.dtype + " values: " + std::string(why));
   }
   const std::optional<DataType> wire = wire_type(options, type, op);
   const std::vector<std::optional<Algorithm>> algorithms = algorithms_to_run(options.algorithm);

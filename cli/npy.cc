@@ -42,10 +42,10 @@ struct Descr {
 };
 // The writer uses the first entry of each type, as NumPy does ('|u1', not '<u1').
 constexpr Descr kDescrs[] = {
-    {"<f2", DataType::f16},      {"<f4", DataType::f32},  {"<f8", DataType::f64},
-    {"<i4", DataType::i32},      {"<i8", DataType::i64},  {"|u1", DataType::u8},
-    {"<u1", DataType::u8},       {"|i1", DataType::i8},   {"<i1", DataType::i8},
-    {"<i2", DataType::i16},      {"|b1", DataType::boolean}, {"<c8", DataType::c64},
+    {"<f2", DataType::f16},  {"<f4", DataType::f32},     {"<f8", DataType::f64},
+    {"<i4", DataType::i32},  {"<i8", DataType::i64},     {"|u1", DataType::u8},
+    {"<u1", DataType::u8},   {"|i1", DataType::i8},      {"<i1", DataType::i8},
+    {"<i2", DataType::i16},  {"|b1", DataType::boolean}, {"<c8", DataType::c64},
     {"<c16", DataType::c128}};
 constexpr std::string_view kSupportedDescrs =
     "'<f2' '<f4' '<f8' '<i4' '<i8' '|u1' '|i1' '<i2' '|b1' '<c8' '<c16'";

@@ -353,7 +353,7 @@ void add_submit_command(CLI::App& app, std::function<int()>& action) {
           ->add_option("--root", options->root,
                        "broadcast, reduce, gather and scatter: the root rank (default 0); "
                        "reduce and gather write --out on the root only")
-                          ->check(CLI::Range(0, std::numeric_limits<int>::max()));
+          ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   config::add_knob(*command, knobs::kOpTimeoutMs, options->timeout_ms);
   command->add_flag("--verbose", options->verbose,
                     "Print the rank, the algorithm and the elapsed time");

@@ -76,8 +76,8 @@ static net::UniqueFd connect_waiting(const std::string& socket_path,
     if (deadline.expired()) {
       throw ClientError(Status(ErrorCode::deadline_exceeded,
                                "no gradsync daemon served " + socket_path + " within " +
-                                   std::to_string(timeout.count()) +
-                                   " ms of waiting for it (" + status.message() + ")"));
+                                   std::to_string(timeout.count()) + " ms of waiting for it (" +
+                                   status.message() + ")"));
     }
     std::this_thread::sleep_for(std::min<net::Clock::duration>(
         std::chrono::milliseconds(50), deadline.when() - net::Clock::now()));
@@ -123,9 +123,8 @@ const std::string& Client::job() const { return open()->job(); }
 const std::string& Client::stream() const { return open()->stream(); }
 
 void Client::group(std::chrono::milliseconds timeout) {
-  const proto::DaemonToClient answer =
-      open()->ask(open()->hello_request(), &proto::DaemonToClient::has_hello,
-                       net::Deadline::after(timeout));
+  const proto::DaemonToClient answer = open()->ask(
+      open()->hello_request(), &proto::DaemonToClient::has_hello, net::Deadline::after(timeout));
   open()->take_hello(answer.hello());
 }
 const std::vector<int>& Client::daemon_cpus() const { return open()->daemon_cpus(); }
@@ -150,8 +149,8 @@ bool Client::bind_thread_beside_daemon() {
 GroupPlan full_plan(Client& client, std::chrono::milliseconds timeout) {
   proto::ClientToDaemon request;
   request.mutable_plan_request();
-  const proto::DaemonToClient answer = client.open()->ask(
-      request, &proto::DaemonToClient::has_plan, net::Deadline::after(timeout));
+  const proto::DaemonToClient answer =
+      client.open()->ask(request, &proto::DaemonToClient::has_plan, net::Deadline::after(timeout));
   GroupPlan plan;
   throw_if_failed(from_proto(answer.plan(), plan));
   return plan;

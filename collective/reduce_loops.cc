@@ -153,32 +153,28 @@ struct Prod {
 // The bitwise operators, on integers (and bool, stored as 0 or 1).
 struct BitAnd {
   template <typename T>
-    requires std::is_integral_v<T>
-  T operator()(T lhs, T rhs) const {
+  requires std::is_integral_v<T> T operator()(T lhs, T rhs) const {
     return static_cast<T>(lhs & rhs);
   }
 };
 
 struct BitOr {
   template <typename T>
-    requires std::is_integral_v<T>
-  T operator()(T lhs, T rhs) const {
+  requires std::is_integral_v<T> T operator()(T lhs, T rhs) const {
     return static_cast<T>(lhs | rhs);
   }
 };
 
 struct BitXor {
   template <typename T>
-    requires std::is_integral_v<T>
-  T operator()(T lhs, T rhs) const {
+  requires std::is_integral_v<T> T operator()(T lhs, T rhs) const {
     return static_cast<T>(lhs ^ rhs);
   }
 };
 
 struct Min {
   template <typename T>
-    requires(!kIsComplex<T>)
-  T operator()(T lhs, T rhs) const {
+  requires(!kIsComplex<T>) T operator()(T lhs, T rhs) const {
     if constexpr (std::is_integral_v<T>) {
       return rhs < lhs ? rhs : lhs;
     } else {
@@ -189,8 +185,7 @@ struct Min {
 
 struct Max {
   template <typename T>
-    requires(!kIsComplex<T>)
-  T operator()(T lhs, T rhs) const {
+  requires(!kIsComplex<T>) T operator()(T lhs, T rhs) const {
     if constexpr (std::is_integral_v<T>) {
       return lhs < rhs ? rhs : lhs;
     } else {
@@ -274,9 +269,12 @@ void divide_elements(std::byte* data, std::size_t count, int world_size) {
   // Integers divide in at least int so that a u8 sum is not divided by world_size mod 256; a
   // complex number divides each part by a real.
   using Divisor = decltype([] {
-    if constexpr (std::is_integral_v<Compute>) return std::common_type_t<Compute, int>{};
-    else if constexpr (kIsComplex<Compute>) return typename Compute::value_type{};
-    else return Compute{};
+    if constexpr (std::is_integral_v<Compute>)
+      return std::common_type_t<Compute, int>{};
+    else if constexpr (kIsComplex<Compute>)
+      return typename Compute::value_type{};
+    else
+      return Compute{};
   }());
   const auto divisor = static_cast<Divisor>(world_size);
   for (std::size_t i = 0; i < count; ++i) {

@@ -112,6 +112,15 @@ void append_binomial_broadcast(Schedule& schedule, int root) {
   }
 }
 
+// The schedule of `shape`, whose tree `append` adds, from shape.root.
+Schedule rooted_tree(const OpShape& shape, int rank, void (*append)(Schedule&, int root)) {
+  GRADSYNC_CHECK_GE(shape.root, 0);
+  GRADSYNC_CHECK_LT(shape.root, shape.world_size);
+  Schedule schedule = empty_schedule(shape, Algorithm::tree, rank);
+  append(schedule, shape.root);
+  return schedule;
+}
+
 }  // namespace
 
 Schedule tree_allreduce(int rank, int world_size, std::uint64_t count, std::size_t element_size) {
@@ -124,36 +133,26 @@ Schedule tree_allreduce(int rank, int world_size, std::uint64_t count, std::size
 
 Schedule tree_broadcast(int rank, int world_size, int root, std::uint64_t count,
                         std::size_t element_size) {
-  GRADSYNC_CHECK_GE(root, 0);
-  GRADSYNC_CHECK_LT(root, world_size);
-  Schedule schedule = empty_schedule({Collective::broadcast, world_size, count, element_size, root},
-                                     Algorithm::tree, rank);
-  append_binomial_broadcast(schedule, root);
-  return schedule;
+  return rooted_tree({Collective::broadcast, world_size, count, element_size, root}, rank,
+                     append_binomial_broadcast);
 }
 
 Schedule tree_reduce(int rank, int world_size, int root, std::uint64_t count,
                      std::size_t element_size) {
-  Schedule schedule = empty_schedule({Collective::reduce, world_size, count, element_size, root},
-                                     Algorithm::tree, rank);
-  append_binomial_reduce(schedule, root);
-  return schedule;
+  return rooted_tree({Collective::reduce, world_size, count, element_size, root}, rank,
+                     append_binomial_reduce);
 }
 
 Schedule tree_gather(int rank, int world_size, int root, std::uint64_t count,
                      std::size_t element_size) {
-  Schedule schedule = empty_schedule({Collective::gather, world_size, count, element_size, root},
-                                     Algorithm::tree, rank);
-  append_binomial_gather(schedule, root);
-  return schedule;
+  return rooted_tree({Collective::gather, world_size, count, element_size, root}, rank,
+                     append_binomial_gather);
 }
 
 Schedule tree_scatter(int rank, int world_size, int root, std::uint64_t count,
                       std::size_t element_size) {
-  Schedule schedule = empty_schedule({Collective::scatter, world_size, count, element_size, root},
-                                     Algorithm::tree, rank);
-  append_binomial_scatter(schedule, root);
-  return schedule;
+  return rooted_tree({Collective::scatter, world_size, count, element_size, root}, rank,
+                     append_binomial_scatter);
 }
 
 }  // namespace gradsync

@@ -8,7 +8,20 @@
 
 namespace gradsync {
 
-enum class DataType : std::uint8_t { f32, f64, f16, bf16, i32, i64, u8, i8, i16, boolean, c64, c128 };
+enum class DataType : std::uint8_t {
+  f32,
+  f64,
+  f16,
+  bf16,
+  i32,
+  i64,
+  u8,
+  i8,
+  i16,
+  boolean,
+  c64,
+  c128
+};
 enum class ReduceOp : std::uint8_t { sum, prod, min, max, avg, band, bor, bxor };
 enum class Collective : std::uint8_t {
   allreduce,
@@ -17,9 +30,9 @@ enum class Collective : std::uint8_t {
   broadcast,
   alltoall,
   barrier,
-  reduce,   // the reduction, on the root only
-  gather,   // rank r's chunk of the balanced partition, to the root
-  scatter   // the root's chunk r of the balanced partition, to rank r
+  reduce,  // the reduction, on the root only
+  gather,  // rank r's chunk of the balanced partition, to the root
+  scatter  // the root's chunk r of the balanced partition, to rank r
 };
 enum class Algorithm : std::uint8_t {
   tree,              // binomial tree reduce + broadcast
@@ -33,8 +46,8 @@ enum class Algorithm : std::uint8_t {
 };
 
 inline constexpr DataType kAllDataTypes[] = {
-    DataType::f32, DataType::f64, DataType::f16,     DataType::bf16, DataType::i32,  DataType::i64,
-    DataType::u8,  DataType::i8,  DataType::i16,     DataType::boolean, DataType::c64, DataType::c128};
+    DataType::f32, DataType::f64, DataType::f16, DataType::bf16,    DataType::i32, DataType::i64,
+    DataType::u8,  DataType::i8,  DataType::i16, DataType::boolean, DataType::c64, DataType::c128};
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min,
                                              ReduceOp::max, ReduceOp::avg,  ReduceOp::band,
                                              ReduceOp::bor, ReduceOp::bxor};

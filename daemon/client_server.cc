@@ -36,8 +36,7 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
               take(std::move(socket), peer);
             },
             [this](int pid) { return connections_of(pid); }),
-        spinner_(io, std::chrono::microseconds(hello.spin_us()),
-                 [this] { return serve_queues(); }),
+        spinner_(io, std::chrono::microseconds(hello.spin_us()), [this] { return serve_queues(); }),
         pairing_(hello.local_ranks(), hello.rank(), hello.host()),
         pairing_timer_(io),
         hello_(std::move(hello)),
@@ -211,8 +210,8 @@ bool ClientServer::Loop::take_queue(const Session& session) {
     served = true;
     // The socket messages sent before the op (an attachment it names, a hello) come first;
     // they are in the socket already.
-    if (!serve_messages(
-            session, [&] { return session->messages_read() < queued.socket_messages_before; })) {
+    if (!serve_messages(session,
+                        [&] { return session->messages_read() < queued.socket_messages_before; })) {
       return served;
     }
     if (session->messages_read() < queued.socket_messages_before) {
@@ -300,7 +299,8 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
     return session->answer(op, failure_reply(op, changed));
   }
   if (Status claimed = claim(session); !claimed.ok()) {
-    if (claimed.code() != ErrorCode::mismatch) return session->answer(op, failure_reply(op, claimed));
+    if (claimed.code() != ErrorCode::mismatch)
+      return session->answer(op, failure_reply(op, claimed));
     // Another job holds the daemon: the op fails on every rank at once, the others told why.
     op.key = session->stream().key(session->take_place());
     LocalOps refused{{}, claimed};
@@ -318,8 +318,8 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
 // another job holds the daemon.
 Status ClientServer::Loop::claim(const Session& session) {
   if (pairing_.submits(session->id())) return {};
-  Status claimed = pairing_.claim(session->local_rank(), session->id(), session->pid(),
-                                  session->stream());
+  Status claimed =
+      pairing_.claim(session->local_rank(), session->id(), session->pid(), session->stream());
   if (claimed.ok()) return claimed;
   // A client that has just gone may not have been read to its end yet: a training process that
   // restarts must not be refused because of its own previous life.
@@ -375,15 +375,15 @@ Status ClientServer::Loop::take_local_rank(ClientSession& session,
 // job is a job of its process alone), and for a submitting client the ones it submits to.
 Status ClientServer::Loop::take_stream(ClientSession& session,
                                        const proto::ClientHello& request) const {
-  for (const auto& [what, name] : {std::pair{"job", &request.job()}, {"stream", &request.stream()}}) {
-    const bool printable = std::all_of(name->begin(), name->end(),
-                                       [](char c) { return c >= 0x20 && c < 0x7f; });
+  for (const auto& [what, name] :
+       {std::pair{"job", &request.job()}, {"stream", &request.stream()}}) {
+    const bool printable =
+        std::all_of(name->begin(), name->end(), [](char c) { return c >= 0x20 && c < 0x7f; });
     if (name->size() > kMaxNameBytes || !printable) {
       return Status(ErrorCode::invalid_argument,
                     std::string("the hello's ") + what + " name is not at most " +
-                        std::to_string(kMaxNameBytes) +
-                        " printable ASCII characters (it has " + std::to_string(name->size()) +
-                        " bytes)");
+                        std::to_string(kMaxNameBytes) + " printable ASCII characters (it has " +
+                        std::to_string(name->size()) + " bytes)");
     }
   }
   StreamName stream{request.job(), request.stream()};
@@ -407,8 +407,8 @@ bool ClientServer::Loop::perform_pairing(const ClientSession* current) {
     for (const PairingAction& action : actions) {
       switch (action.kind) {
         case PairingAction::Kind::fail:
-          current_ok = answered(action.op, failure_reply(action.op, action.why), current) &&
-                       current_ok;
+          current_ok =
+              answered(action.op, failure_reply(action.op, action.why), current) && current_ok;
           continue;
         case PairingAction::Kind::stream_ended:
           hooks_.stream_ended(action.stream, action.why);

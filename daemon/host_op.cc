@@ -149,7 +149,8 @@ void HostOp::gather() {
     case Collective::gather:
       for (int local = 0; local < locals; ++local) {
         const Chunk mine = balanced_chunk(global_.count, layout_.world_size(), first_ + local);
-        std::byte* to = staged() ? staged_block(host_, mine.offset) : at(buffers_.data, mine.offset);
+        std::byte* to =
+            staged() ? staged_block(host_, mine.offset) : at(buffers_.data, mine.offset);
         copy_bytes(to, at(regions_[local], mine.offset), mine.count * size);
       }
       return;

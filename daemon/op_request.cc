@@ -65,8 +65,8 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
   // The collectives that only move data take every type, whatever operator the request names.
   if (reduces(*collective)) {
     if (const std::string_view why = why_op_cannot_reduce(*dtype, *reduce_op); !why.empty()) {
-      return invalid(std::string(name(*reduce_op)) + " cannot reduce " +
-                     std::string(name(*dtype)) + " values: " + std::string(why));
+      return invalid(std::string(name(*reduce_op)) + " cannot reduce " + std::string(name(*dtype)) +
+                     " values: " + std::string(why));
     }
   }
   DataType wire = *dtype;
@@ -111,12 +111,9 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
   if (!supports(*collective, algorithm)) {
     return invalid(std::string(name(algorithm)) + " cannot run " + std::string(name(*collective)));
   }
-  options.descriptor = {*collective,
-                        *dtype,
-                        *reduce_op,
-                        algorithm,
-                        static_cast<std::uint32_t>(op.root()),
-                        shape.count};
+  options.descriptor = {
+      *collective, *dtype, *reduce_op, algorithm, static_cast<std::uint32_t>(op.root()),
+      shape.count};
   if (wire != *dtype) options.descriptor.wire = wire;
   options.average_over = world_size;
   options.deadline = net::Deadline::after(std::chrono::milliseconds(

@@ -81,8 +81,8 @@ Status StreamPairing::claim(int local_rank, ClientId client, int pid, const Stre
   if (local.submitter) {
     return Status(ErrorCode::invalid_argument,
                   "rank " + std::to_string(rank) + " already has a submitting client of " +
-                      describe(name) + " (pid " + std::to_string(local.submitter_pid) +
-                      ", since " + clock_time(local.submitter_since) +
+                      describe(name) + " (pid " + std::to_string(local.submitter_pid) + ", since " +
+                      clock_time(local.submitter_since) +
                       "); each client of a job submits a stream of its own: name one "
                       "(the client's stream argument)");
   }
@@ -146,9 +146,9 @@ std::vector<Leaver> StreamPairing::left(ClientId client) {
 void StreamPairing::fail_place_left(const Leaver& leaver) {
   const auto found = streams_.find(leaver.stream);
   if (found == streams_.end() || found->second.locals[leaver.local_rank].submitter) return;
-  fail_incomplete(found->second, ErrorCode::aborted,
-                  "left (its client, pid " + std::to_string(leaver.pid) +
-                      ", went) before submitting it");
+  fail_incomplete(
+      found->second, ErrorCode::aborted,
+      "left (its client, pid " + std::to_string(leaver.pid) + ", went) before submitting it");
 }
 
 void StreamPairing::end_job() {

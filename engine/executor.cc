@@ -27,8 +27,8 @@ bool ends_with_a_reduction(const Schedule& schedule) {
   return false;
 }
 
-// Tells one peer in an abort or end frame (`code` in an abort) why this rank gave up on `op`; a peer
-// that cannot be told is dropped, since its stream would be left mid-frame.
+// Tells one peer in an abort or end frame (`code` in an abort) why this rank gave up on `op`; a
+// peer that cannot be told is dropped, since its stream would be left mid-frame.
 void send_notice(PeerMesh& mesh, int peer, FrameKind kind, const OpKey& op,
                  const OpDescriptor& descriptor, std::uint32_t round, const Status& reason,
                  net::Deadline deadline) {
@@ -200,8 +200,8 @@ class OpRun {
   // Whether the wait's `ready` entries include the interrupt's fd besides the channels': asking
   // the interrupt costs a system call, which most waits of a small op would pay for nothing.
   bool woke_by_interrupt(int ready) const {
-    const auto channels = std::count_if(
-        events_.begin(), events_.end(), [](const net::ChannelEvents& events) {
+    const auto channels =
+        std::count_if(events_.begin(), events_.end(), [](const net::ChannelEvents& events) {
           return events.readable || events.writable || events.hung_up;
         });
     return ready > channels;
@@ -277,7 +277,8 @@ class OpRun {
   Relation relation_of(const OpKey& theirs) const {
     const OpKey& mine = options_.op;
     if (theirs == mine) return Relation::current;
-    if (theirs.same_stream(mine)) return theirs.place < mine.place ? Relation::done : Relation::to_come;
+    if (theirs.same_stream(mine))
+      return theirs.place < mine.place ? Relation::done : Relation::to_come;
     if (theirs.of_daemon()) return Relation::done;  // they come before every client op
     if (mine.of_daemon()) return Relation::to_come;
     if (theirs.job != mine.job) return Relation::other_job;
@@ -435,10 +436,10 @@ class OpRun {
       // needs the peer's data or not. An end of an earlier client of the stream (its name used
       // again), or of one that submitted this op, fails nothing.
       if (!done.op.same_stream(options_.op) || options_.op.place <= done.op.place) return {};
-      return Status(ErrorCode::aborted,
-                    "rank " + std::to_string(stream.peer()) + ": " +
-                        std::string(reinterpret_cast<const char*>(abort_text_.data()),
-                                    abort_text_.size()));
+      return Status(
+          ErrorCode::aborted,
+          "rank " + std::to_string(stream.peer()) + ": " +
+              std::string(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size()));
     }
     if (done.kind == FrameKind::abort) {
       return Status(
@@ -553,7 +554,7 @@ class OpRun {
   // Since when each peer has sent nothing of a frame this rank is in the middle of reading.
   std::vector<std::optional<net::Clock::time_point>> stalled_since_;
   std::vector<std::optional<OpKey>> other_job_;  // by peer: an op of another job it sent
-  std::uint64_t peers_count_ = 0;  // the largest op count of this op's peers' frames
+  std::uint64_t peers_count_ = 0;                // the largest op count of this op's peers' frames
   std::vector<std::byte> trash_;
   std::vector<std::byte> abort_text_;
   std::vector<net::ChannelInterest> interests_;  // what each wait watches, and what it found

@@ -7,6 +7,7 @@
 
 #include "collective/partition.h"
 #include "support/cluster.h"
+#include "support/failures.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -16,16 +17,7 @@ using testing::Bytes;
 
 class ClusterCollectives : public ::testing::TestWithParam<int> {
  protected:
-  void record(const std::string& failure) {
-    std::lock_guard lock(mutex_);
-    failures_.push_back(failure);
-  }
-  void expect_no_failures() {
-    EXPECT_TRUE(failures_.empty()) << failures_.size() << " failures, first: " << failures_.front();
-  }
-
-  std::mutex mutex_;
-  std::vector<std::string> failures_;
+  testing::Failures failures_;
 };
 
 TEST_P(ClusterCollectives, EveryCollectiveMovesTheRightBytes) {
@@ -44,7 +36,7 @@ TEST_P(ClusterCollectives, EveryCollectiveMovesTheRightBytes) {
         client.reduce_scatter(input.data(), n, chunk.data(), DataType::i32);
         const Bytes sum = testing::expected_reduction(DataType::i32, ReduceOp::sum, p, n);
         if (chunk != Bytes(sum.begin() + mine.offset * 4, sum.begin() + mine.end() * 4)) {
-          record("reduce_scatter" + size);
+          failures_.record("reduce_scatter" + size);
         }
         // All-gather: every rank's chunk, in rank order.
         const Bytes own = testing::pattern(rank, 1, mine.count * 4);
@@ -54,7 +46,7 @@ TEST_P(ClusterCollectives, EveryCollectiveMovesTheRightBytes) {
           const Chunk theirs = balanced_chunk(n, p, owner);
           if (Bytes(gathered.begin() + theirs.offset * 4, gathered.begin() + theirs.end() * 4) !=
               testing::pattern(owner, 1, theirs.count * 4)) {
-            record("allgather" + size);
+            failures_.record("allgather" + size);
           }
         }
         // Broadcast from the last rank.
@@ -62,7 +54,7 @@ TEST_P(ClusterCollectives, EveryCollectiveMovesTheRightBytes) {
         from_last.root = p - 1;
         Bytes data = rank == p - 1 ? testing::pattern(p - 1, 2, n * 8) : Bytes(n * 8);
         client.broadcast(data.data(), n, DataType::f64, from_last);
-        if (data != testing::pattern(p - 1, 2, n * 8)) record("broadcast" + size);
+        if (data != testing::pattern(p - 1, 2, n * 8)) failures_.record("broadcast" + size);
         // All-to-all of n/10 + 1 elements per destination, both algorithms.
         const std::uint64_t block = n / 10 + 1;
         for (Algorithm algorithm : {Algorithm::direct, Algorithm::bruck}) {
@@ -78,17 +70,17 @@ TEST_P(ClusterCollectives, EveryCollectiveMovesTheRightBytes) {
           for (int i = 0; i < p; ++i) {
             if (Bytes(received.begin() + i * block * 2, received.begin() + (i + 1) * block * 2) !=
                 testing::pattern(i, rank, block * 2)) {
-              record(std::string("alltoall/") + std::string(name(algorithm)) + size);
+              failures_.record(std::string("alltoall/") + std::string(name(algorithm)) + size);
             }
           }
         }
         client.barrier();
       } catch (const ClientError& error) {
-        record(std::string(error.what()) + size);
+        failures_.record(std::string(error.what()) + size);
       }
     }
   });
-  expect_no_failures();
+  failures_.expect_none();
 }
 
 TEST_P(ClusterCollectives, OpsSubmittedBackToBackWithoutWaitingAllComplete) {
@@ -109,16 +101,16 @@ TEST_P(ClusterCollectives, OpsSubmittedBackToBackWithoutWaitingAllComplete) {
       }
       for (auto& handle : handles) handle.wait();
     } catch (const ClientError& error) {
-      record(error.what());
+      failures_.record(error.what());
       return;
     }
     for (int i = 0; i < kOps; ++i) {
       if (tensors[i] != testing::expected_reduction(DataType::f32, ReduceOp::sum, p, 5000 + i)) {
-        record("op " + std::to_string(i) + " rank " + std::to_string(rank));
+        failures_.record("op " + std::to_string(i) + " rank " + std::to_string(rank));
       }
     }
   });
-  expect_no_failures();
+  failures_.expect_none();
 }
 
 TEST_P(ClusterCollectives, SharedTensorsReduceInPlaceWithoutCopies) {
@@ -140,10 +132,11 @@ TEST_P(ClusterCollectives, SharedTensorsReduceInPlaceWithoutCopies) {
         pending.wait();
         const Bytes expected = testing::expected_reduction(DataType::f32, ReduceOp::sum, p, n);
         if (!std::equal(expected.begin(), expected.end(), tensor.data())) {
-          record("shared allreduce n=" + std::to_string(n) + " rank " + std::to_string(rank));
+          failures_.record("shared allreduce n=" + std::to_string(n) + " rank " +
+                           std::to_string(rank));
         }
         if (other != testing::expected_reduction(DataType::i32, ReduceOp::max, p, 77)) {
-          record("private allreduce beside a shared one, rank " + std::to_string(rank));
+          failures_.record("private allreduce beside a shared one, rank " + std::to_string(rank));
         }
       }
       OpOptions from_first;
@@ -152,13 +145,13 @@ TEST_P(ClusterCollectives, SharedTensorsReduceInPlaceWithoutCopies) {
       if (rank == 0) std::copy(root_bytes.begin(), root_bytes.end(), tensor.data());
       client.broadcast(tensor.data(), 1000, DataType::f32, from_first);
       if (!std::equal(root_bytes.begin(), root_bytes.end(), tensor.data())) {
-        record("shared broadcast rank " + std::to_string(rank));
+        failures_.record("shared broadcast rank " + std::to_string(rank));
       }
     } catch (const ClientError& error) {
-      record(error.what());
+      failures_.record(error.what());
     }
   });
-  expect_no_failures();
+  failures_.expect_none();
 }
 
 // Every type reduces by each operator it takes (a reduction that it does not take is refused with
@@ -172,22 +165,23 @@ TEST_P(ClusterCollectives, EveryTypeReducesByEveryOperatorItTakesAndMovesAsBytes
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     for (const DataType type : kAllDataTypes) {
       for (const ReduceOp op : kAllReduceOps) {
-        const std::string what = std::string(name(type)) + " " + std::string(name(op)) +
-                                 " rank " + std::to_string(rank);
+        const std::string what =
+            std::string(name(type)) + " " + std::string(name(op)) + " rank " + std::to_string(rank);
         const std::string_view refusal = why_op_cannot_reduce(type, op);
         Bytes data = testing::contribution(type, refusal.empty() ? op : ReduceOp::sum, rank, n);
         OpOptions options;
         options.op = op;
         try {
           client.allreduce(data.data(), n, type, options);
-          if (!refusal.empty()) record(what + ": reduced, though " + std::string(refusal));
+          if (!refusal.empty())
+            failures_.record(what + ": reduced, though " + std::string(refusal));
           if (refusal.empty() && data != testing::expected_reduction(type, op, p, n)) {
-            record(what + ": wrong result");
+            failures_.record(what + ": wrong result");
           }
         } catch (const ClientError& error) {
           const bool named = error.code() == ErrorCode::invalid_argument &&
                              std::string(error.what()).find(refusal) != std::string::npos;
-          if (refusal.empty() || !named) record(what + ": " + error.what());
+          if (refusal.empty() || !named) failures_.record(what + ": " + error.what());
         }
       }
       const std::string moved = std::string(name(type)) + " rank " + std::to_string(rank);
@@ -197,7 +191,7 @@ TEST_P(ClusterCollectives, EveryTypeReducesByEveryOperatorItTakesAndMovesAsBytes
         from_last.root = p - 1;
         Bytes data = rank == p - 1 ? testing::pattern(p - 1, 3, bytes) : Bytes(bytes);
         client.broadcast(data.data(), n, type, from_last);
-        if (data != testing::pattern(p - 1, 3, bytes)) record("broadcast " + moved);
+        if (data != testing::pattern(p - 1, 3, bytes)) failures_.record("broadcast " + moved);
         const Chunk mine = balanced_chunk(n, p, rank);
         const Bytes own = testing::pattern(rank, 4, mine.count * element_size(type));
         Bytes gathered(bytes);
@@ -207,15 +201,15 @@ TEST_P(ClusterCollectives, EveryTypeReducesByEveryOperatorItTakesAndMovesAsBytes
           const auto first = gathered.begin() + theirs.offset * element_size(type);
           if (Bytes(first, first + theirs.count * element_size(type)) !=
               testing::pattern(owner, 4, theirs.count * element_size(type))) {
-            record("allgather " + moved);
+            failures_.record("allgather " + moved);
           }
         }
       } catch (const ClientError& error) {
-        record(moved + ": " + error.what());
+        failures_.record(moved + ": " + error.what());
       }
     }
   });
-  expect_no_failures();
+  failures_.expect_none();
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ClusterCollectives, ::testing::Values(1, 3, 4, 8),

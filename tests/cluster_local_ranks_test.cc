@@ -13,6 +13,7 @@
 #include "cli/connect_clients.h"
 #include "collective/partition.h"
 #include "support/cluster.h"
+#include "support/failures.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -43,21 +44,6 @@ testing::TestCluster start_hosts(const Layout& layout,
   return testing::start_cluster(options);
 }
 
-class Failures {
- public:
-  void record(const std::string& failure) {
-    std::lock_guard lock(mutex_);
-    failures_.push_back(failure);
-  }
-  void expect_none() const {
-    EXPECT_TRUE(failures_.empty()) << failures_.size() << " failures, first: " << failures_.front();
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::string> failures_;
-};
-
 class ClusterLocalRanks : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(ClusterLocalRanks, EveryCollectiveGivesWhatAFlatGroupOfEveryRankWould) {
@@ -65,7 +51,7 @@ TEST_P(ClusterLocalRanks, EveryCollectiveGivesWhatAFlatGroupOfEveryRankWould) {
   const int p = std::accumulate(layout.begin(), layout.end(), 0);
   testing::TestCluster cluster = start_hosts(layout);
   ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
-  Failures failures;
+  testing::Failures failures;
   const std::vector<std::uint64_t> counts = {0, 1, static_cast<std::uint64_t>(p - 1), 1000,
                                              1'000'003};
   const std::vector<std::pair<DataType, ReduceOp>> reductions = {{DataType::f32, ReduceOp::sum},
@@ -163,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ClusterLocalRanks,
 // Every rank runs an all-reduce and gets the sum: nothing of an op that failed is left behind.
 void expect_every_rank_runs_an_op(testing::TestCluster& cluster) {
   const int p = static_cast<int>(cluster.clients.size());
-  Failures failures;
+  testing::Failures failures;
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     Bytes data = testing::contribution(DataType::i32, ReduceOp::sum, rank, 1000);
     try {
@@ -184,7 +170,7 @@ void expect_every_rank_runs_an_op(testing::TestCluster& cluster) {
 void expect_one_op_lost(testing::TestCluster& cluster, int late, ErrorCode code,
                         const std::string& named) {
   const int host_zero = cluster.clients.front().local_world_size();
-  Failures failures;
+  testing::Failures failures;
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     if (rank == late) return;
     Bytes data = testing::contribution(DataType::f32, ReduceOp::sum, rank, 100);
@@ -235,7 +221,7 @@ TEST(ClusterLocalRanksFailures, ALocalClientThatGoesFailsTheOthersAtOnceAndTheDa
     Client gone = std::move(cluster.clients[1]);
   });
   // The others' ops would wait 30 s for rank 1's; its client goes after 300 ms.
-  Failures failures;
+  testing::Failures failures;
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     if (rank == 1) return;
     Bytes data = testing::contribution(DataType::f32, ReduceOp::sum, rank, 100);
@@ -270,7 +256,7 @@ TEST(ClusterLocalRanksFailures, ALocalClientThatGoesFailsTheOthersAtOnceAndTheDa
 TEST(ClusterLocalRanksFailures, LocalRanksThatSubmitDifferentOpsFailOnEveryRankNamingBoth) {
   testing::TestCluster cluster = start_hosts({2, 2});
   ASSERT_EQ(cluster.clients.size(), 4u);
-  Failures failures;
+  testing::Failures failures;
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     // Rank 3 (host 1's local rank 1) submits one element more than the others.
     const std::uint64_t n = rank == 3 ? 101 : 100;

@@ -9,6 +9,7 @@
 #include "collective/algorithms.h"
 #include "collective/partition.h"
 #include "support/cluster.h"
+#include "support/failures.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -21,14 +22,6 @@ using Layout = std::vector<int>;
 
 class ClusterRooted : public ::testing::TestWithParam<Layout> {
  protected:
-  void record(const std::string& failure) {
-    std::lock_guard lock(mutex_);
-    failures_.push_back(failure);
-  }
-  void expect_no_failures() {
-    EXPECT_TRUE(failures_.empty()) << failures_.size() << " failures, first: " << failures_.front();
-  }
-
   testing::TestCluster start() {
     cli::LocalClusterOptions options;
     options.workers = static_cast<int>(GetParam().size());
@@ -38,8 +31,7 @@ class ClusterRooted : public ::testing::TestWithParam<Layout> {
     return testing::start_cluster(options);
   }
 
-  std::mutex mutex_;
-  std::vector<std::string> failures_;
+  testing::Failures failures_;
 };
 
 // Rank `owner`'s chunk of the balanced partition of `count` elements of `size` bytes, as a pattern
@@ -74,9 +66,9 @@ TEST_P(ClusterRooted, ReduceGatherAndScatterGiveTheRootsResultAndLeaveTheOthersA
         options.root = root;
         try {
           for (const Algorithm algorithm : algorithms_for(Collective::reduce)) {
-            for (const auto& [type, op] : {std::pair{DataType::f32, ReduceOp::sum},
-                                           std::pair{DataType::i64, ReduceOp::prod},
-                                           std::pair{DataType::f64, ReduceOp::avg}}) {
+            for (const auto& [type, op] :
+                 {std::pair{DataType::f32, ReduceOp::sum}, std::pair{DataType::i64, ReduceOp::prod},
+                  std::pair{DataType::f64, ReduceOp::avg}}) {
               OpOptions reduce = options;
               reduce.op = op;
               reduce.algorithm = algorithm;
@@ -85,8 +77,8 @@ TEST_P(ClusterRooted, ReduceGatherAndScatterGiveTheRootsResultAndLeaveTheOthersA
               const Bytes expected = rank == root ? testing::expected_reduction(type, op, p, n)
                                                   : testing::contribution(type, op, rank, n);
               if (data != expected) {
-                record("reduce/" + std::string(name(algorithm)) + " " + std::string(name(type)) +
-                       " " + std::string(name(op)) + where);
+                failures_.record("reduce/" + std::string(name(algorithm)) + " " +
+                                 std::string(name(type)) + " " + std::string(name(op)) + where);
               }
             }
           }
@@ -97,20 +89,21 @@ TEST_P(ClusterRooted, ReduceGatherAndScatterGiveTheRootsResultAndLeaveTheOthersA
           client.gather(mine.data(), gathered.data(), n, DataType::bf16, options);
           const Bytes untouched(n * size, std::byte{0xEE});
           if (gathered != (rank == root ? all_chunks(tag, p, n, size) : untouched)) {
-            record("gather" + where);
+            failures_.record("gather" + where);
           }
           const Bytes whole = rank == root ? all_chunks(tag + 1, p, n, size) : Bytes();
           Bytes received(mine.size(), std::byte{0xEE});
           client.scatter(rank == root ? whole.data() : nullptr, received.data(), n, DataType::bf16,
                          options);
-          if (received != chunk_pattern(rank, tag + 1, p, n, size)) record("scatter" + where);
+          if (received != chunk_pattern(rank, tag + 1, p, n, size))
+            failures_.record("scatter" + where);
         } catch (const ClientError& error) {
-          record(std::string(error.what()) + where);
+          failures_.record(std::string(error.what()) + where);
         }
       }
     }
   });
-  expect_no_failures();
+  failures_.expect_none();
 }
 
 TEST_P(ClusterRooted, ARootThatIsNotARankIsRefusedOnEveryRankAndTheGroupServesOn) {
@@ -124,23 +117,23 @@ TEST_P(ClusterRooted, ARootThatIsNotARankIsRefusedOnEveryRankAndTheGroupServesOn
       Bytes data(40);
       try {
         client.reduce(data.data(), 10, DataType::f32, options);
-        record("a reduce to root " + std::to_string(root) + " ran on rank " +
-               std::to_string(rank));
+        failures_.record("a reduce to root " + std::to_string(root) + " ran on rank " +
+                         std::to_string(rank));
       } catch (const ClientError& error) {
         const std::string expected = "root " + std::to_string(root) + " is not a rank";
         if (error.code() != ErrorCode::invalid_argument ||
             std::string(error.what()).find(expected) == std::string::npos) {
-          record(std::string("rank ") + std::to_string(rank) + ": " + error.what());
+          failures_.record(std::string("rank ") + std::to_string(rank) + ": " + error.what());
         }
       }
     }
     Bytes data = testing::contribution(DataType::i32, ReduceOp::sum, rank, 100);
     client.allreduce(data.data(), 100, DataType::i32);
     if (data != testing::expected_reduction(DataType::i32, ReduceOp::sum, p, 100)) {
-      record("the all-reduce after them, rank " + std::to_string(rank));
+      failures_.record("the all-reduce after them, rank " + std::to_string(rank));
     }
   });
-  expect_no_failures();
+  failures_.expect_none();
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, ClusterRooted,

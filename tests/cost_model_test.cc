@@ -72,10 +72,9 @@ TEST(CostModel, OtherCollectivesAgreeWithTheirClosedForms) {
   for (int p : {2, 4, 8, 16}) {
     const std::uint64_t count = 1024;
     const double bytes = count * 4.0;
-    for (Collective collective :
-         {Collective::reduce_scatter, Collective::allgather, Collective::broadcast,
-          Collective::alltoall, Collective::barrier, Collective::reduce, Collective::gather,
-          Collective::scatter}) {
+    for (Collective collective : {Collective::reduce_scatter, Collective::allgather,
+                                  Collective::broadcast, Collective::alltoall, Collective::barrier,
+                                  Collective::reduce, Collective::gather, Collective::scatter}) {
       for (Algorithm algorithm : algorithms_for(collective)) {
         const OpShape shape{collective, p, count, collective == Collective::barrier ? 1u : 4u};
         EXPECT_NEAR(estimate_cost(shape, algorithm, network).time_us,

@@ -721,7 +721,8 @@ TEST(Reduce, BitwiseOperatorsOnIntegers) {
   expect_integer_result<std::int32_t>(DataType::i32, ReduceOp::band, 0b1100, 0b1010, 0b1000);
   expect_integer_result<std::int32_t>(DataType::i32, ReduceOp::bor, 0b1100, 0b1010, 0b1110);
   expect_integer_result<std::int32_t>(DataType::i32, ReduceOp::bxor, 0b1100, 0b1010, 0b0110);
-  expect_integer_result<std::int64_t>(DataType::i64, ReduceOp::band, -1, 0x7f00000000, 0x7f00000000);
+  expect_integer_result<std::int64_t>(DataType::i64, ReduceOp::band, -1, 0x7f00000000,
+                                      0x7f00000000);
   expect_integer_result<std::int8_t>(DataType::i8, ReduceOp::bxor, -1, 0x0f, -16);
   expect_integer_result<std::uint8_t>(DataType::u8, ReduceOp::bor, 0x80, 0x01, 0x81);
   expect_integer_result<std::int16_t>(DataType::i16, ReduceOp::band, -2, 0x7fff, 0x7ffe);
@@ -731,8 +732,8 @@ TEST(Reduce, BoolTakesAnyNonZeroByteAsTrueAndGivesZeroOrOne) {
   const std::uint8_t lhs[] = {0, 0, 2, 255};
   const std::uint8_t rhs[] = {0, 7, 0, 1};
   const std::pair<ReduceOp, std::array<std::uint8_t, 4>> expected[] = {
-      {ReduceOp::sum, {0, 1, 1, 1}},  {ReduceOp::max, {0, 1, 1, 1}},  {ReduceOp::bor, {0, 1, 1, 1}},
-      {ReduceOp::prod, {0, 0, 0, 1}}, {ReduceOp::min, {0, 0, 0, 1}},  {ReduceOp::band, {0, 0, 0, 1}},
+      {ReduceOp::sum, {0, 1, 1, 1}},  {ReduceOp::max, {0, 1, 1, 1}}, {ReduceOp::bor, {0, 1, 1, 1}},
+      {ReduceOp::prod, {0, 0, 0, 1}}, {ReduceOp::min, {0, 0, 0, 1}}, {ReduceOp::band, {0, 0, 0, 1}},
       {ReduceOp::bxor, {0, 1, 1, 0}}};
   for (const auto& [op, want] : expected) {
     std::array<std::uint8_t, 4> out{};

@@ -136,7 +136,8 @@ TEST_P(ScheduleSimulation, ProducesTheClosedFormResult) {
               std::copy(mine.begin(), mine.end(), buffers[r].data.begin() + own.offset * size);
               if (r != root) break;  // the result is the root's alone
               for (int owner = 0; owner < p; ++owner) {
-                const Bytes theirs = testing::pattern(owner, 0, balanced_chunk(n, p, owner).count * size);
+                const Bytes theirs =
+                    testing::pattern(owner, 0, balanced_chunk(n, p, owner).count * size);
                 expected[r].insert(expected[r].end(), theirs.begin(), theirs.end());
               }
               break;

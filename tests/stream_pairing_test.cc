@@ -203,7 +203,8 @@ TEST_F(StreamPairingTest, StreamsOfAJobPairEachByItsOwnPlaces) {
   EXPECT_EQ(actions(), Done{"a2!"}) << "a place of one stream fails without touching the other";
 }
 
-TEST_F(StreamPairingTest, PlacesOfSeveralStreamsCompleteAtOnceRunInTheOrderTheirProcessesSubmitted) {
+TEST_F(StreamPairingTest,
+       PlacesOfSeveralStreamsCompleteAtOnceRunInTheOrderTheirProcessesSubmitted) {
   // Every local rank's process submitted a1 (its op 1) before x1 (its op 2), but the daemon took
   // them the other way round: a daemon that took them in order must run them in the same order.
   const StreamName other{"j", "grads"};
@@ -211,8 +212,8 @@ TEST_F(StreamPairingTest, PlacesOfSeveralStreamsCompleteAtOnceRunInTheOrderTheir
     submit(local_rank, "x1", 5000, other, 2);
   }
   for (int local_rank = 0; local_rank < 3; ++local_rank) {
-    submit(local_rank, std::string(1, static_cast<char>('a' + local_rank)) + "1", 5000,
-           {"j", "0"}, 1);
+    submit(local_rank, std::string(1, static_cast<char>('a' + local_rank)) + "1", 5000, {"j", "0"},
+           1);
   }
   EXPECT_EQ(actions(), (Done{"a1+b1+c1", "x1+x1+x1"}));
 }
@@ -286,9 +287,8 @@ TEST_F(StreamPairingTest, ANewGenerationFailsTheOpsThatWaitedAndStartsEveryStrea
   pairing_.start_waiting(now_);
   pairing_.tick(now_ + milliseconds(5000));
   EXPECT_EQ(actions(), Done{"b1+c1!"});
-  EXPECT_EQ(last_failure_.message().rfind("op 1 of the streams of host 5: local rank 0 (rank 10)",
-                                          0),
-            0u)
+  EXPECT_EQ(
+      last_failure_.message().rfind("op 1 of the streams of host 5: local rank 0 (rank 10)", 0), 0u)
       << "the streams start at 1 again: " << last_failure_.message();
 }
 

@@ -268,7 +268,8 @@ TEST_F(SubmitCommand, ReducesGathersAndScattersWithARoot) {
                  {kCount},
                  testing::contribution(DataType::i16, ReduceOp::max, rank, kCount)});
     const Chunk mine = balanced_chunk(kCount, 2, static_cast<std::uint64_t>(rank));
-    write_array("chunk" + r + ".npy", {DataType::u8, {mine.count}, testing::pattern(rank, 3, mine.count)});
+    write_array("chunk" + r + ".npy",
+                {DataType::u8, {mine.count}, testing::pattern(rank, 3, mine.count)});
   }
   const CommandResult result = submit_on_two_ranks([&](int rank) {
     const std::string r = std::to_string(rank);
@@ -297,8 +298,11 @@ TEST_F(SubmitCommand, ReducesGathersAndScattersWithARoot) {
   EXPECT_EQ(gathered.data, both);
   for (int rank = 0; rank < 2; ++rank) {
     NpyArray scattered;
-    ASSERT_TRUE(cli::read_npy_file(path("scattered" + std::to_string(rank) + ".npy"), scattered).ok());
-    EXPECT_EQ(scattered.data, testing::pattern(rank, 3, balanced_chunk(kCount, 2, static_cast<std::uint64_t>(rank)).count))
+    ASSERT_TRUE(
+        cli::read_npy_file(path("scattered" + std::to_string(rank) + ".npy"), scattered).ok());
+    EXPECT_EQ(scattered.data,
+              testing::pattern(rank, 3,
+                               balanced_chunk(kCount, 2, static_cast<std::uint64_t>(rank)).count))
         << "rank " << rank;
   }
 }

@@ -146,8 +146,8 @@ DataType dtype_of_format(const py::object& tensor, const std::string& format, py
   const std::string type = py::hasattr(tensor, "dtype")
                                ? "dtype " + py::str(tensor.attr("dtype")).cast<std::string>()
                                : "buffer format '" + format + "'";
-  throw py::type_error(std::string(what) + " has " + type +
-                       "; gradsync takes " + std::string(kTakenTypes));
+  throw py::type_error(std::string(what) + " has " + type + "; gradsync takes " +
+                       std::string(kTakenTypes));
 }
 
 Memory torch_memory(const py::object& tensor, const char* what) {
@@ -162,14 +162,14 @@ Memory torch_memory(const py::object& tensor, const char* what) {
   std::string dtype = py::str(tensor.attr("dtype")).cast<std::string>();
   dtype.erase(0, dtype.find('.') + 1);  // "torch.float32"
   static const std::map<std::string, DataType> kTorchTypes = {
-      {"float16", DataType::f16}, {"bfloat16", DataType::bf16}, {"float32", DataType::f32},
-      {"float64", DataType::f64}, {"int32", DataType::i32},     {"int64", DataType::i64},
-      {"uint8", DataType::u8},    {"int8", DataType::i8},       {"int16", DataType::i16},
+      {"float16", DataType::f16},  {"bfloat16", DataType::bf16}, {"float32", DataType::f32},
+      {"float64", DataType::f64},  {"int32", DataType::i32},     {"int64", DataType::i64},
+      {"uint8", DataType::u8},     {"int8", DataType::i8},       {"int16", DataType::i16},
       {"bool", DataType::boolean}, {"complex64", DataType::c64}, {"complex128", DataType::c128}};
   const auto found = kTorchTypes.find(dtype);
   if (found == kTorchTypes.end()) {
-    throw py::type_error(std::string(what) + " has dtype " + dtype +
-                         "; gradsync takes " + std::string(kTakenTypes));
+    throw py::type_error(std::string(what) + " has dtype " + dtype + "; gradsync takes " +
+                         std::string(kTakenTypes));
   }
   return {reinterpret_cast<void*>(tensor.attr("data_ptr")().cast<std::uintptr_t>()),
           tensor.attr("numel")().cast<std::size_t>(), found->second};
