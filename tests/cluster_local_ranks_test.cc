@@ -54,11 +54,11 @@ TEST_P(ClusterLocalRanks, EveryCollectiveGivesWhatAFlatGroupOfEveryRankWould) {
   testing::Failures failures;
   const std::vector<std::uint64_t> counts = {0, 1, static_cast<std::uint64_t>(p - 1), 1000,
                                              1'000'003};
-  const std::vector<std::pair<DataType, ReduceOp>> reductions = {{DataType::f32, ReduceOp::sum},
-                                                                 {DataType::i64, ReduceOp::prod},
-                                                                 {DataType::bf16, ReduceOp::max},
-                                                                 {DataType::f64, ReduceOp::avg},
-                                                                 {DataType::i32, ReduceOp::min}};
+  const std::vector<std::pair<DataType, ReduceOp>> reductions = {
+      {DataType::f32, ReduceOp::sum},     {DataType::i64, ReduceOp::prod},
+      {DataType::bf16, ReduceOp::max},    {DataType::f64, ReduceOp::avg},
+      {DataType::i32, ReduceOp::min},     {DataType::c128, ReduceOp::prod},
+      {DataType::boolean, ReduceOp::sum}, {DataType::i8, ReduceOp::bxor}};
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
     if (client.rank() != rank || client.world_size() != p) {
       failures.record("rank " + std::to_string(rank) + " calls itself rank " +
