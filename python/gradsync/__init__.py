@@ -41,6 +41,7 @@ from gradsync._gradsync import (
     SharedTensor,
     Unauthenticated,
 )
+from gradsync._staging import Staging
 from gradsync._typing import AlgorithmName, DaemonStatus, NumpyElement, ReduceOpName, Tensor
 from gradsync._typing import WireName
 
@@ -89,7 +90,7 @@ class Work:
     stays alive until it is done."""
 
     def __init__(self, handle: _gradsync.Handle, tensors: Sequence[Tensor],
-                 staging: Optional[_Staging] = None) -> None:
+                 staging: Optional[Staging] = None) -> None:
         self._handle = handle
         self._tensors: Optional[Sequence[Tensor]] = tensors
         self._staging = staging
@@ -170,100 +171,6 @@ class Work:
             pass  # the callback sees it through exception()
 
 
-class _Staging:
-    """The contiguous copies through which one op reads and writes non-contiguous tensors (a
-    transposed or strided view): what the op reads is copied in before it is sent, what it writes
-    is copied back once it has succeeded. It keeps the copies alive while the op runs, and tells
-    `count` of every byte it copies (Client.bytes_copied)."""
-
-    def __init__(self, count: Callable[[int], None]) -> None:
-        self._count = count
-        self._staged: list[Any] = []
-        self._written: list[tuple[Any, Any]] = []  # (the caller's tensor, its contiguous copy)
-
-    @property
-    def writes_back(self) -> bool:
-        return bool(self._written)
-
-    def read(self, tensor: Tensor) -> Tensor:
-        """`tensor` itself if contiguous, else a contiguous copy of it."""
-        if _is_contiguous(tensor):
-            return tensor
-        staged = _contiguous_copy(tensor)
-        self._staged.append(staged)
-        self._count(_nbytes(staged))
-        return staged
-
-    def write(self, tensor: Tensor, read_too: bool = False) -> Tensor:
-        """`tensor` itself if contiguous, else a contiguous buffer (holding its values if
-        `read_too`) that write_back() copies into it. Raises TypeError for a tensor that cannot
-        take a result: read-only, or with elements that share memory (an expanded view)."""
-        if _is_contiguous(tensor):
-            return tensor
-        _check_writable(tensor)
-        staged: Tensor = self.read(tensor) if read_too else _contiguous_empty(tensor)
-        self._written.append((tensor, staged))
-        return staged
-
-    def update(self, tensor: Tensor) -> Tensor:
-        """As write(), for an op that reads the tensor and writes its result into it."""
-        return self.write(tensor, read_too=True)
-
-    def write_back(self) -> None:
-        for tensor, staged in self._written:
-            if hasattr(tensor, "copy_"):
-                tensor.copy_(staged)
-            else:
-                tensor[...] = staged
-            self._count(_nbytes(staged))
-        self._staged, self._written = [], []
-
-
-def _is_contiguous(tensor: Tensor) -> bool:
-    """True for what the client library takes as it is: C-contiguous memory, or anything that is
-    neither a NumPy array nor a torch tensor (the library names what is wrong with it)."""
-    if hasattr(tensor, "is_contiguous"):
-        return bool(tensor.is_contiguous())
-    flags = getattr(tensor, "flags", None)
-    return flags is None or bool(flags.c_contiguous)
-
-
-def _contiguous_copy(tensor: Tensor) -> Tensor:
-    if hasattr(tensor, "contiguous"):
-        return tensor.contiguous()
-    import numpy
-
-    return numpy.ascontiguousarray(tensor)
-
-
-def _contiguous_empty(tensor: Any) -> Any:
-    if hasattr(tensor, "contiguous"):
-        import torch
-
-        return torch.empty(tensor.shape, dtype=tensor.dtype)
-    import numpy
-
-    return numpy.empty(tensor.shape, dtype=tensor.dtype)
-
-
-def _nbytes(tensor: Any) -> int:
-    if hasattr(tensor, "element_size"):
-        return int(tensor.numel() * tensor.element_size())
-    return int(tensor.nbytes)
-
-
-def _check_writable(tensor: Tensor) -> None:
-    """Raises TypeError, before anything is sent, for a non-contiguous tensor that a result cannot
-    be written back into."""
-    flags = getattr(tensor, "flags", None)
-    if flags is not None and not flags.writeable:
-        raise TypeError("the tensor is read-only; the op writes its result into it")
-    if hasattr(tensor, "stride") and any(
-            stride == 0 and size > 1 for stride, size in zip(tensor.stride(), tensor.shape)):
-        raise TypeError("several elements of the tensor share memory (an expanded view); the "
-                        "op cannot write a result into it")
-
-
 class Client:
     """A connection to the local gradsync daemon: one op stream of one training job on one rank.
     Ops pair across ranks by (job, stream, place in the stream); see docs/clients.md, "Jobs".
@@ -309,7 +216,7 @@ class Client:
             local_rank = from_environment if local_rank is None else local_rank
         self.socket: str = socket
         self._client = _gradsync.Client(self.socket, timeout, local_rank, job or "", stream or "")
-        self._staged_bytes = 0  # copied for non-contiguous tensors (_Staging)
+        self._staged_bytes = 0  # copied for non-contiguous tensors (Staging)
 
     def close(self) -> None:
         """Ends the connection: its stream ends on every rank (an op of it that another rank
@@ -565,14 +472,14 @@ class Client:
         handle = self._client.scatter(staged_input, staging.write(output), options)
         return self._work(handle, [output] if input is None else [input, output], staging)
 
-    def _staging(self) -> _Staging:
+    def _staging(self) -> Staging:
         def count(copied: int) -> None:
             self._staged_bytes += copied
 
-        return _Staging(count)
+        return Staging(count)
 
     @staticmethod
-    def _work(handle: _gradsync.Handle, tensors: list[Tensor], staging: _Staging) -> Work:
+    def _work(handle: _gradsync.Handle, tensors: list[Tensor], staging: Staging) -> Work:
         """The Work of an op just submitted, which writes back what `staging` holds once done."""
         return Work(handle, tensors, staging if staging.writes_back else None)
 
