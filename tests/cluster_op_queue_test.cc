@@ -209,6 +209,13 @@ TEST(ClusterOpQueue, MessagesReadWithTheOneAnOpFollowsAreServed) {
   }
   peer.join();
   EXPECT_EQ(answers, 2) << status.to_string();
+  // The daemon takes every published op before it runs any, and serves the socket messages it
+  // read meanwhile: the second answer may come before the second op has run, whose result the
+  // daemon publishes once rank 1 has come too.
+  const net::Deadline deadline = net::Deadline::after(std::chrono::seconds(5));
+  while (std::atomic_ref(raw.queue().completed).load() < 2 && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   EXPECT_EQ(std::atomic_ref(raw.queue().completed).load(), 2u);
 }
 
