@@ -279,83 +279,9 @@ py::dict status_dict(const DaemonStatus& status) {
 constexpr double kDefaultGroupTimeoutSeconds =
     std::chrono::duration<double>(kDefaultGroupTimeout).count();
 
-}  // namespace
-}  // namespace gradsync
-
-// What this defines, python/gradsync/_gradsync.pyi declares for type checkers: the two change
-// together.
-PYBIND11_MODULE(_gradsync, module) {
-  using namespace gradsync;
-  module.attr("DEFAULT_GROUP_TIMEOUT") = kDefaultGroupTimeoutSeconds;
-  module.doc() = "The gradsync client library (see the gradsync package)";
-  add_exception_classes(module);
-
-  py::class_<SharedTensor>(module, "SharedTensor", py::buffer_protocol())
-      .def_property_readonly("nbytes", &SharedTensor::size)
-      .def_property_readonly("address",
-                             [](const SharedTensor& tensor) {
-                               return reinterpret_cast<std::uintptr_t>(tensor.data());
-                             })
-      .def_buffer([](SharedTensor& tensor) {
-        return py::buffer_info(tensor.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
-                               {tensor.size()}, {1});
-      });
-
-  py::class_<Handle>(module, "Handle")
-      .def("wait", &Handle::wait, Release())
-      .def_property_readonly(
-          "algorithm", [](const Handle& handle) { return std::string(name(handle.algorithm())); })
-      .def_property_readonly("elapsed_us", &Handle::elapsed_us);
-
-  py::class_<Client>(module, "Client")
-      .def(py::init([](const std::string& socket, std::optional<double> timeout_s,
-                       std::optional<int> local_rank, const std::string& job,
-                       const std::string& stream) {
-             ConnectOptions options;
-             // Without a timeout, the library's default.
-             if (timeout_s) {
-               options.timeout =
-                   std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000 + 0.5));
-             }
-             options.local_rank = local_rank;
-             options.job = job;
-             options.stream = stream;
-             return Client::connect(socket, options);
-           }),
-           py::arg("socket"), py::arg("timeout"), py::arg("local_rank"), py::arg("job"),
-           py::arg("stream"), Release())
-      .def("close", &Client::close, Release())
-      .def_property_readonly("job", &Client::job)
-      .def_property_readonly("stream", &Client::stream)
-      .def_property_readonly("rank", &Client::rank)
-      .def_property_readonly("world_size", &Client::world_size)
-      .def_property_readonly("local_rank", &Client::local_rank)
-      .def_property_readonly("local_world_size", &Client::local_world_size)
-      .def_property_readonly("generation", &Client::generation)
-      .def(
-          "group",
-          [](Client& client, double timeout_s) {
-            client.group(std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000 + 0.5)));
-          },
-          py::arg("timeout") = kDefaultGroupTimeoutSeconds, Release())
-      .def_property_readonly("daemon_cpus", &Client::daemon_cpus)
-      .def_property_readonly("bytes_copied", &Client::bytes_copied)
-      .def("plan_text",
-           [](Client& client) {
-             py::gil_scoped_release release;
-             return client.plan().description;
-           })
-      .def("status",
-           [](Client& client) {
-             DaemonStatus status;
-             {
-               py::gil_scoped_release release;
-               status = client.status();
-             }
-             return status_dict(status);
-           })
-      .def("allocate", &Client::allocate, py::keep_alive<0, 1>(), Release())
-      .def("bind_thread_beside_daemon", &Client::bind_thread_beside_daemon)
+// The collectives every rank takes part in alike, on Client: each returns the op's Handle at once.
+void add_collectives(py::class_<Client>& client) {
+  client
       .def(
           "allreduce",
           [](Client& client, const py::object& tensor, const OpOptions& options) {
@@ -410,6 +336,12 @@ PYBIND11_MODULE(_gradsync, module) {
             return client.alltoall_async(in.address, out.address, in.count / p, in.dtype, options);
           },
           py::keep_alive<0, 1>())
+      .def("barrier", &Client::barrier, Release());
+}
+
+// Reduce, gather and scatter: the root's side may be None elsewhere (rooted_memory).
+void add_rooted_collectives(py::class_<Client>& client) {
+  client
       .def(
           "reduce",
           [](Client& client, const py::object& tensor, const OpOptions& options) {
@@ -439,8 +371,89 @@ PYBIND11_MODULE(_gradsync, module) {
             py::gil_scoped_release release;
             return client.scatter_async(in.address, out.address, in.count, out.dtype, options);
           },
-          py::keep_alive<0, 1>())
-      .def("barrier", &Client::barrier, Release());
+          py::keep_alive<0, 1>());
+}
+
+}  // namespace
+}  // namespace gradsync
+
+// What this defines, python/gradsync/_gradsync.pyi declares for type checkers: the two change
+// together.
+PYBIND11_MODULE(_gradsync, module) {
+  using namespace gradsync;
+  module.attr("DEFAULT_GROUP_TIMEOUT") = kDefaultGroupTimeoutSeconds;
+  module.doc() = "The gradsync client library (see the gradsync package)";
+  add_exception_classes(module);
+
+  py::class_<SharedTensor>(module, "SharedTensor", py::buffer_protocol())
+      .def_property_readonly("nbytes", &SharedTensor::size)
+      .def_property_readonly("address",
+                             [](const SharedTensor& tensor) {
+                               return reinterpret_cast<std::uintptr_t>(tensor.data());
+                             })
+      .def_buffer([](SharedTensor& tensor) {
+        return py::buffer_info(tensor.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                               {tensor.size()}, {1});
+      });
+
+  py::class_<Handle>(module, "Handle")
+      .def("wait", &Handle::wait, Release())
+      .def_property_readonly(
+          "algorithm", [](const Handle& handle) { return std::string(name(handle.algorithm())); })
+      .def_property_readonly("elapsed_us", &Handle::elapsed_us);
+
+  py::class_<Client> client(module, "Client");
+  client
+      .def(py::init([](const std::string& socket, std::optional<double> timeout_s,
+                       std::optional<int> local_rank, const std::string& job,
+                       const std::string& stream) {
+             ConnectOptions options;
+             // Without a timeout, the library's default.
+             if (timeout_s) {
+               options.timeout =
+                   std::chrono::milliseconds(static_cast<long long>(*timeout_s * 1000 + 0.5));
+             }
+             options.local_rank = local_rank;
+             options.job = job;
+             options.stream = stream;
+             return Client::connect(socket, options);
+           }),
+           py::arg("socket"), py::arg("timeout"), py::arg("local_rank"), py::arg("job"),
+           py::arg("stream"), Release())
+      .def("close", &Client::close, Release())
+      .def_property_readonly("job", &Client::job)
+      .def_property_readonly("stream", &Client::stream)
+      .def_property_readonly("rank", &Client::rank)
+      .def_property_readonly("world_size", &Client::world_size)
+      .def_property_readonly("local_rank", &Client::local_rank)
+      .def_property_readonly("local_world_size", &Client::local_world_size)
+      .def_property_readonly("generation", &Client::generation)
+      .def(
+          "group",
+          [](Client& client, double timeout_s) {
+            client.group(std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000 + 0.5)));
+          },
+          py::arg("timeout") = kDefaultGroupTimeoutSeconds, Release())
+      .def_property_readonly("daemon_cpus", &Client::daemon_cpus)
+      .def_property_readonly("bytes_copied", &Client::bytes_copied)
+      .def("plan_text",
+           [](Client& client) {
+             py::gil_scoped_release release;
+             return client.plan().description;
+           })
+      .def("status",
+           [](Client& client) {
+             DaemonStatus status;
+             {
+               py::gil_scoped_release release;
+               status = client.status();
+             }
+             return status_dict(status);
+           })
+      .def("allocate", &Client::allocate, py::keep_alive<0, 1>(), Release())
+      .def("bind_thread_beside_daemon", &Client::bind_thread_beside_daemon);
+  add_collectives(client);
+  add_rooted_collectives(client);
 
   py::class_<OpOptions>(module, "OpOptions")
       .def(py::init(&op_options), py::arg("op") = "sum", py::arg("algorithm") = "",
