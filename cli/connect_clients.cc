@@ -31,7 +31,7 @@ std::vector<Client> connect_clients(const std::vector<std::string>& paths,
     const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    give_up - std::chrono::steady_clock::now()),
                                std::chrono::milliseconds(0));
-    clients.push_back(Client::connect(path, ConnectOptions{left, local_rank, {}, {}}));
+    clients.push_back(Client::connect(path, ConnectOptions{left, local_rank, {}, {}, {}}));
   }
   return clients;
 }

@@ -89,7 +89,8 @@ Client Client::connect(const std::string& socket_path, const ConnectOptions& opt
   const int local_rank = options.local_rank ? *options.local_rank : local_rank_from_environment();
   ClientNames names(options.job, options.stream, socket_path, local_rank);
   auto connection = std::make_unique<ClientConnection>(
-      connect_waiting(socket_path, options.timeout, deadline), local_rank, std::move(names));
+      connect_waiting(socket_path, options.timeout, deadline), local_rank, std::move(names),
+      options.members);
   connection->hello(net::Deadline(std::max(deadline.when(), net::Clock::now() + kHelloAtLeast)));
   connection->keep_names();
   return Client(std::move(connection));
@@ -97,7 +98,7 @@ Client Client::connect(const std::string& socket_path, const ConnectOptions& opt
 
 Client Client::connect(const std::string& socket_path, std::chrono::milliseconds timeout,
                        std::optional<int> local_rank) {
-  return connect(socket_path, ConnectOptions{timeout, local_rank, {}, {}});
+  return connect(socket_path, ConnectOptions{timeout, local_rank, {}, {}, {}});
 }
 
 Client::Client(std::unique_ptr<ClientConnection> connection) : connection_(std::move(connection)) {}
@@ -116,6 +117,7 @@ Client::~Client() = default;
 
 int Client::rank() const { return open()->rank(); }
 int Client::world_size() const { return open()->world_size(); }
+const std::vector<int>& Client::members() const { return open()->members(); }
 int Client::local_rank() const { return open()->local_rank(); }
 int Client::local_world_size() const { return open()->local_world_size(); }
 std::uint64_t Client::generation() const { return open()->generation(); }

@@ -4,6 +4,7 @@
 // socket's doorbell otherwise, and the ops in flight until each has its result.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "client/gradsync_client.h"
 #include "client/job_identity.h"
 #include "collective/schedule.h"
+#include "collective/subgroup.h"
 #include "net/message_stream.h"
 #include "net/op_queue.h"
 #include "net/shared_memory.h"
@@ -87,17 +89,20 @@ struct Submission {
 
 class ClientConnection {
  public:
-  ClientConnection(net::UniqueFd socket, int local_rank, ClientNames names)
+  ClientConnection(net::UniqueFd socket, int local_rank, ClientNames names,
+                   std::vector<int> members)
       : socket_(std::move(socket)),
         reader_(socket_.get()),
         local_rank_(local_rank),
-        names_(std::move(names)) {}
+        names_(std::move(names)),
+        members_(std::move(members)) {}
 
   proto::ClientToDaemon hello_request() const {
     proto::ClientToDaemon request;
     request.mutable_hello()->set_local_rank(local_rank_);
     request.mutable_hello()->set_job(names_.job());
     request.mutable_hello()->set_stream(names_.stream());
+    for (const int member : members_) request.mutable_hello()->add_members(member);
     return request;
   }
 
@@ -138,6 +143,16 @@ class ClientConnection {
     spin_ = std::chrono::microseconds(std::max(hello.spin_us(), 0));
     rank_ = hello.rank();
     world_size_ = hello.world_size();
+    if (!members_.empty()) {
+      const auto member = std::find(members_.begin(), members_.end(), rank_);
+      if (member == members_.end()) {
+        throw ClientError(Status(ErrorCode::invalid_argument,
+                                 "rank " + std::to_string(rank_) + " is not a member of subgroup " +
+                                     describe_members(members_)));
+      }
+      rank_ = static_cast<int>(member - members_.begin());
+      world_size_ = static_cast<int>(members_.size());
+    }
     generation_ = hello.generation();
     local_world_size_ = std::max(hello.local_ranks(), 1);
     daemon_cpus_.assign(hello.cpus().begin(), hello.cpus().end());
@@ -145,6 +160,7 @@ class ClientConnection {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  const std::vector<int>& members() const { return members_; }
   int local_rank() const { return local_rank_; }
   int local_world_size() const { return local_world_size_; }
   std::uint64_t generation() const { return generation_; }
@@ -402,6 +418,7 @@ class ClientConnection {
   int world_size_ = 1;
   const int local_rank_;
   ClientNames names_;
+  std::vector<int> members_;  // of a subgroup's stream
   int local_world_size_ = 1;
   std::uint64_t generation_ = 0;
   std::vector<int> daemon_cpus_;

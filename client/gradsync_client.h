@@ -148,6 +148,11 @@ struct ConnectOptions {
   // The op stream within the job; empty: "0" for the process's first client of the job on this
   // daemon and local rank, "1" for its second, and so on.
   std::string stream;
+  // A subgroup the stream's ops run over (docs/clients.md, "Subgroups"): global ranks, in the order
+  // that makes them its ranks 0, 1, …; every member's client of the stream names the same list,
+  // and the ranks outside it are not involved. Empty: every rank of the group. A host's members
+  // must be adjacent in the list (any ascending list is fine).
+  std::vector<int> members;
 };
 
 class Client {
@@ -168,9 +173,13 @@ class Client {
   void close();
 
   // This rank and the group's size, as of the generation the client last took note of. Ranks are
-  // global and host-major: a host's first rank is the number of ranks of the hosts before it.
+  // global and host-major: a host's first rank is the number of ranks of the hosts before it. A
+  // subgroup's client says its rank in the subgroup and the subgroup's size: ops' roots and chunks
+  // are by those.
   int rank() const;
   int world_size() const;
+  // The subgroup's members (ConnectOptions::members); empty: every rank.
+  const std::vector<int>& members() const;
   // Which of its daemon's ranks this client is, and how many the daemon serves.
   int local_rank() const;
   int local_world_size() const;

@@ -7,8 +7,7 @@
 namespace gradsync {
 
 HostLayout host_layout(const GroupPlan& plan) {
-  return plan.local_ranks.empty() ? HostLayout::flat(plan.world_size)
-                                  : HostLayout(plan.local_ranks);
+  return HostLayout::of_plan(plan.world_size, plan.local_ranks);
 }
 
 double predicted_us(const GroupPlan& plan, const OpShape& shape, Algorithm algorithm) {

@@ -16,6 +16,10 @@ HostLayout::HostLayout(std::vector<int> local_ranks) : local_ranks_(std::move(lo
 
 HostLayout HostLayout::flat(int hosts) { return HostLayout(std::vector<int>(hosts, 1)); }
 
+HostLayout HostLayout::of_plan(int hosts, std::vector<int> local_ranks) {
+  return local_ranks.empty() ? flat(hosts) : HostLayout(std::move(local_ranks));
+}
+
 int HostLayout::host_of(int rank) const {
   const auto after = std::upper_bound(first_rank_.begin(), first_rank_.end(), rank);
   return static_cast<int>(after - first_rank_.begin()) - 1;

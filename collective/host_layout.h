@@ -22,6 +22,8 @@ class HostLayout {
   explicit HostLayout(std::vector<int> local_ranks);
   // One rank per host.
   static HostLayout flat(int hosts);
+  // `hosts` hosts serving `local_ranks` ranks each, as a plan lists them (empty: one each).
+  static HostLayout of_plan(int hosts, std::vector<int> local_ranks);
 
   int hosts() const { return static_cast<int>(local_ranks_.size()); }
   int world_size() const { return world_size_; }

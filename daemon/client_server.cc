@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "collective/subgroup.h"
 #include "daemon/client_acceptor.h"
 #include "daemon/client_session.h"
 #include "daemon/op_queue_spinner.h"
@@ -303,7 +304,7 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
       return session->answer(op, failure_reply(op, claimed));
     // Another job holds the daemon: the op fails on every rank at once, the others told why.
     op.key = session->stream().key(session->take_place());
-    LocalOps refused{{}, claimed};
+    LocalOps refused{{}, claimed, {}};
     refused.ops.push_back(std::move(op));
     const std::vector<proto::DaemonToClient> replies = hooks_.run(refused);
     return session->answer(refused.ops.front(), replies.front());
@@ -318,13 +319,14 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
 // another job holds the daemon.
 Status ClientServer::Loop::claim(const Session& session) {
   if (pairing_.submits(session->id())) return {};
-  Status claimed =
-      pairing_.claim(session->local_rank(), session->id(), session->pid(), session->stream());
+  Status claimed = pairing_.claim(session->local_rank(), session->id(), session->pid(),
+                                  session->stream(), session->members());
   if (claimed.ok()) return claimed;
   // A client that has just gone may not have been read to its end yet: a training process that
   // restarts must not be refused because of its own previous life.
   end_closed_submitters();
-  return pairing_.claim(session->local_rank(), session->id(), session->pid(), session->stream());
+  return pairing_.claim(session->local_rank(), session->id(), session->pid(), session->stream(),
+                        session->members());
 }
 
 void ClientServer::Loop::end_closed_submitters() {
@@ -388,12 +390,23 @@ Status ClientServer::Loop::take_stream(ClientSession& session,
   }
   StreamName stream{request.job(), request.stream()};
   if (stream.job.empty()) stream.job = "process " + std::to_string(session.pid());
-  if (stream != session.stream() && pairing_.submits(session.id())) {
+  std::vector<int> members(request.members().begin(), request.members().end());
+  if (!members.empty()) {
+    Subgroup subgroup;
+    const HostLayout layout = HostLayout::of_plan(
+        plan_.world_size(), {plan_.local_ranks().begin(), plan_.local_ranks().end()});
+    if (Status status = plan_subgroup(layout, members, hello_.host(), subgroup); !status.ok()) {
+      return status;
+    }
+  }
+  if ((stream != session.stream() || members != session.members()) &&
+      pairing_.submits(session.id())) {
     return Status(ErrorCode::invalid_argument,
                   "the client submits to stream '" + session.stream().stream + "' of job '" +
                       session.stream().job + "' and cannot change to another");
   }
   session.set_stream(std::move(stream));
+  session.set_members(std::move(members));
   return {};
 }
 

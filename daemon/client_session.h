@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "daemon/outbox.h"
 #include "daemon/stream_pairing.h"
@@ -40,6 +41,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // The job and the stream its ops belong to, as its hello said.
   const StreamName& stream() const { return stream_; }
   void set_stream(StreamName stream) { stream_ = std::move(stream); }
+  // The subgroup its stream's ops run over, as its hello said; empty: every rank.
+  const std::vector<int>& members() const { return members_; }
+  void set_members(std::vector<int> members) { members_ = std::move(members); }
   // The generation of the group whose membership the client last took note of (by a hello); its
   // ops' places start again from 1 in a new one.
   std::uint64_t generation() const { return generation_; }
@@ -96,6 +100,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::uint64_t messages_read_ = 0;
   int local_rank_ = 0;
   StreamName stream_;
+  std::vector<int> members_;
   std::uint64_t generation_ = 0;
   std::uint64_t places_ = 0;
   bool hangup_watched_ = false;

@@ -40,8 +40,8 @@ proto::SubmitOp submit_op_from(const net::QueuedOp& queued) {
 }
 
 Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
-                  std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
-                  std::uint64_t& table_bytes) {
+                  const Subgroup* subgroup, std::optional<Algorithm> forced,
+                  engine::ExecuteOptions& options, OpShape& shape, std::uint64_t& table_bytes) {
   table_bytes = 0;
   const int world_size = layout.world_size();
   const proto::SubmitOp& op = pending.op;
@@ -100,12 +100,15 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
   // Every rank of the op's stream has the same key, so every rank picks the same trials.
   const engine::OpKey& key = options.op;
   Algorithm algorithm =
-      algorithm_for_op(plan, *collective, wire_bytes, key.place ^ (key.job * 31 + key.stream));
+      subgroup ? choose_algorithm(table_shape(*collective, between.world_size, wire_bytes),
+                                  subgroup_network(plan.network, subgroup->host_ranks))
+               : algorithm_for_op(plan, *collective, wire_bytes,
+                                  key.place ^ (key.job * 31 + key.stream));
   if (const auto requested = from_proto(op.algorithm())) {
     algorithm = *requested;
   } else if (forced && supports(*collective, *forced)) {
     algorithm = *forced;
-  } else {
+  } else if (!subgroup) {
     table_bytes = wire_bytes;
   }
   if (!supports(*collective, algorithm)) {

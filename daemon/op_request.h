@@ -8,6 +8,7 @@
 
 #include "collective/group_plan.h"
 #include "collective/host_layout.h"
+#include "collective/subgroup.h"
 #include "daemon/client_server.h"
 #include "engine/executor.h"
 #include "gradsync.pb.h"
@@ -20,11 +21,12 @@ namespace gradsync::daemon {
 proto::SubmitOp submit_op_from(const net::QueuedOp& queued);
 
 // Fills `options` (the op's descriptor and deadline; its op key set) and `shape` for `pending` in a
-// group of `layout`'s ranks; `forced` is the worker's --algorithm, for ops that ask for auto.
-// The algorithm is the one for the op between hosts (host_op.h). `table_bytes` receives the
-// bytes the plan chose it by, 0 where the request or the worker forced it.
+// group of `layout`'s ranks: the whole group's, or `subgroup`'s (null: the whole group); `forced`
+// is the worker's --algorithm, for ops that ask for auto. The algorithm is the one for the op
+// between hosts (host_op.h): the table's, or for a subgroup the model's over its hosts' links.
+// `table_bytes` receives the bytes the table chose it by, 0 where it did not choose.
 Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
-                  std::optional<Algorithm> forced, engine::ExecuteOptions& options, OpShape& shape,
-                  std::uint64_t& table_bytes);
+                  const Subgroup* subgroup, std::optional<Algorithm> forced,
+                  engine::ExecuteOptions& options, OpShape& shape, std::uint64_t& table_bytes);
 
 }  // namespace gradsync::daemon

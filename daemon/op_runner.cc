@@ -74,20 +74,36 @@ std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
   options.spin = config_.spin;
   options.stall_timeout = config_.stall_timeout;
   options.interrupt = &hangups_;
+  OpGroup group{&layout_, rank(), nullptr};
+  Subgroup subgroup;
+  Status status;
+  if (local_ops.members.empty()) {
+    options.op_count = mesh.next_op_id();
+  } else {
+    // A subgroup's op leaves the count alone: the ranks outside it do not see it, and the next op
+    // of every rank must have the same count on each (its table version depends on it).
+    options.op_count = mesh.ops_started();
+    status = plan_subgroup(layout_, local_ops.members, rank(), subgroup);
+    group = {&subgroup.layout, subgroup.position, &subgroup};
+    if (status.ok()) options.members = subgroup.host_ranks;
+  }
   OpShape shape;
   std::uint64_t table_bytes = 0;
   std::optional<GroupPlan> switched;
-  options.op_count = mesh.next_op_id();
-  Status status = table_gate_.admit(options.op_count, switched);
+  if (status.ok()) status = table_gate_.admit(options.op_count, switched);
   if (switched) take_table_version(std::move(*switched), options.op_count);
   if (status.ok()) status = local_ops.missing;
-  if (status.ok()) status = prepare_local_ops(local_ops, options, shape, table_bytes);
+  if (status.ok()) status = prepare_local_ops(local_ops, group, options, shape, table_bytes);
   if (!status.ok()) {
-    engine::announce_failure(mesh, options, status);
+    // An op whose subgroup is not one fails alike on every host that has a member, and is told to
+    // none: a rank outside a subgroup would keep the news of its op unread for good.
+    if (local_ops.members.empty() || !options.members.empty()) {
+      engine::announce_failure(mesh, options, status);
+    }
   } else if (abort_.raised()) {
     status = abort_.reason();
   } else {
-    status = run_between_hosts(local_ops, options, shape, table_bytes);
+    status = run_between_hosts(local_ops, group, options, shape, table_bytes);
   }
   ++ops_served_;
   if (!status.ok()) {
@@ -101,12 +117,12 @@ std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
   return replies(local_ops, status, options.descriptor.algorithm, start);
 }
 
-Status OpRunner::run_between_hosts(const LocalOps& local_ops,
+Status OpRunner::run_between_hosts(const LocalOps& local_ops, const OpGroup& group,
                                    const engine::ExecuteOptions& options, const OpShape& shape,
                                    std::uint64_t table_bytes) {
   std::vector<std::byte*> regions;
   for (const PendingOp& op : local_ops.ops) regions.push_back(op.region ? op.region->data() : nullptr);
-  HostOp host_op(shape, options.descriptor.dtype, options.descriptor.op, layout_, rank(),
+  HostOp host_op(shape, options.descriptor.dtype, options.descriptor.op, *group.layout, group.host,
                  std::move(regions), staging_);
   host_op.gather();
   watch_.op_began(options.deadline.when());
@@ -114,7 +130,7 @@ Status OpRunner::run_between_hosts(const LocalOps& local_ops,
   const auto began = net::Clock::now();
   const Status status =
       engine::execute(build_schedule(host_op.between_hosts(), options.descriptor.algorithm,
-                                     mesh_->rank()),
+                                     group.host),
                       host_op.buffers(), *mesh_, options);
   const double between_hosts_us =
       std::chrono::duration<double, std::micro>(net::Clock::now() - began).count();
@@ -127,14 +143,16 @@ Status OpRunner::run_between_hosts(const LocalOps& local_ops,
   return status;
 }
 
-Status OpRunner::prepare_local_ops(const LocalOps& local_ops, engine::ExecuteOptions& options,
-                                   OpShape& shape, std::uint64_t& table_bytes) const {
+Status OpRunner::prepare_local_ops(const LocalOps& local_ops, const OpGroup& group,
+                                   engine::ExecuteOptions& options, OpShape& shape,
+                                   std::uint64_t& table_bytes) const {
   const int first = layout_.first_rank(rank());
   for (std::size_t index = 0; index < local_ops.ops.size(); ++index) {
     const PendingOp& op = local_ops.ops[index];
     const std::string name = "rank " + std::to_string(first + op.local_rank);
     engine::ExecuteOptions mine = options;
-    Status status = prepare_op(op, layout_, plan_, config_.algorithm, mine, shape, table_bytes);
+    Status status = prepare_op(op, *group.layout, plan_, group.subgroup, config_.algorithm, mine,
+                               shape, table_bytes);
     if (!status.ok()) return Status(status.code(), name + ": " + status.message());
     if (index == 0) {
       options = mine;

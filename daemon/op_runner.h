@@ -12,6 +12,7 @@
 
 #include "collective/group_plan.h"
 #include "collective/host_layout.h"
+#include "collective/subgroup.h"
 #include "collective/status.h"
 #include "daemon/client_hangups.h"
 #include "daemon/generation_former.h"
@@ -56,13 +57,22 @@ class OpRunner {
   std::uint64_t ops_failed() const { return ops_failed_; }
 
  private:
+  // The ranks an op runs over: the group's, or a subgroup's (collective/subgroup.h).
+  struct OpGroup {
+    const HostLayout* layout = nullptr;
+    int host = 0;                       // this host's place among the layout's hosts
+    const Subgroup* subgroup = nullptr;  // null: the whole group
+  };
+
   // Checks every local rank's op and that they are the same op; fills the op's options, its
-  // shape (of every host's ranks) and the bytes the table chose its algorithm by.
-  Status prepare_local_ops(const LocalOps& local_ops, engine::ExecuteOptions& options,
-                           OpShape& shape, std::uint64_t& table_bytes) const;
+  // shape (of every rank of `group`) and the bytes the table chose its algorithm by.
+  Status prepare_local_ops(const LocalOps& local_ops, const OpGroup& group,
+                           engine::ExecuteOptions& options, OpShape& shape,
+                           std::uint64_t& table_bytes) const;
   // Runs the prepared op between hosts, in the local ranks' regions.
-  Status run_between_hosts(const LocalOps& local_ops, const engine::ExecuteOptions& options,
-                           const OpShape& shape, std::uint64_t table_bytes);
+  Status run_between_hosts(const LocalOps& local_ops, const OpGroup& group,
+                           const engine::ExecuteOptions& options, const OpShape& shape,
+                           std::uint64_t table_bytes);
   // `plan`, a new table version, runs from op `op_id` on.
   void take_table_version(GroupPlan plan, std::uint64_t op_id);
 

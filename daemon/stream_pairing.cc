@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "collective/subgroup.h"
 #include "config/knobs.h"
 
 namespace gradsync::daemon {
@@ -41,13 +42,20 @@ engine::OpKey StreamName::key(std::uint64_t place) const {
 }
 
 bool StreamPairing::Stream::every_local_waits() const {
-  return std::all_of(locals.begin(), locals.end(),
-                     [](const LocalStream& local) { return !local.waiting.empty(); });
+  return std::all_of(order.begin(), order.end(),
+                     [&](int local) { return !locals[local].waiting.empty(); });
 }
 
 bool StreamPairing::Stream::some_local_waits() const {
-  return std::any_of(locals.begin(), locals.end(),
-                     [](const LocalStream& local) { return !local.waiting.empty(); });
+  return std::any_of(order.begin(), order.end(),
+                     [&](int local) { return !locals[local].waiting.empty(); });
+}
+
+std::vector<int> StreamPairing::locals_of(const Stream& stream) const {
+  if (!stream.members.empty()) return members_on_host(stream.members, first_rank_, local_ranks_);
+  std::vector<int> every(static_cast<std::size_t>(local_ranks_));
+  for (int local = 0; local < local_ranks_; ++local) every[local] = local;
+  return every;
 }
 
 StreamPairing::StreamPairing(int local_ranks, int first_rank, int host)
@@ -58,7 +66,8 @@ std::string StreamPairing::name_of(int local_rank) const {
          std::to_string(first_rank_ + local_rank) + ")";
 }
 
-Status StreamPairing::claim(int local_rank, ClientId client, int pid, const StreamName& name) {
+Status StreamPairing::claim(int local_rank, ClientId client, int pid, const StreamName& name,
+                            const std::vector<int>& members) {
   if (const auto found = claims_.find(client); found != claims_.end()) {
     if (found->second.stream == name && found->second.local_rank == local_rank) return {};
     return Status(ErrorCode::invalid_argument,
@@ -75,8 +84,30 @@ Status StreamPairing::claim(int local_rank, ClientId client, int pid, const Stre
                       "): a daemon serves one job at a time, until every client of that job "
                       "has left");
   }
+  const auto existing = streams_.find(name);
+  if (existing != streams_.end() && existing->second.members != members) {
+    return Status(ErrorCode::invalid_argument,
+                  "rank " + std::to_string(rank) + "'s client names " +
+                      (members.empty() ? "every rank" : "subgroup " + describe_members(members)) +
+                      " for " + describe(name) + ", whose other clients here named " +
+                      (existing->second.members.empty()
+                           ? std::string("every rank")
+                           : "subgroup " + describe_members(existing->second.members)));
+  }
   Stream& stream = streams_[name];
-  stream.locals.resize(static_cast<std::size_t>(local_ranks_));
+  if (existing == streams_.end()) {
+    stream.locals.resize(static_cast<std::size_t>(local_ranks_));
+    stream.members = members;
+    stream.order = locals_of(stream);
+  }
+  if (std::find(stream.order.begin(), stream.order.end(), local_rank) == stream.order.end()) {
+    if (existing == streams_.end()) streams_.erase(name);
+    return Status(ErrorCode::invalid_argument, "rank " + std::to_string(rank) +
+                                                   " is not a member of subgroup " +
+                                                   describe_members(members) +
+                                                   ", which its client's " + describe(name) +
+                                                   " runs over");
+  }
   LocalStream& local = stream.locals[local_rank];
   if (local.submitter) {
     return Status(ErrorCode::invalid_argument,
@@ -170,6 +201,7 @@ void StreamPairing::new_generation(int first_rank, int host, std::uint64_t gener
   for (auto& [name, stream] : streams_) {
     ++stream.places;
     stream.deadline.reset();
+    stream.order = locals_of(stream);
     for (LocalStream& local : stream.locals) {
       local.owed.clear();
       local.left = false;
@@ -238,10 +270,12 @@ std::vector<PairingAction> StreamPairing::take_actions() {
 void StreamPairing::run_complete_places(Stream& stream) {
   while (stream.every_local_waits()) {
     PairingAction action;
-    for (LocalStream& local : stream.locals) {
+    for (const int index : stream.order) {
+      LocalStream& local = stream.locals[index];
       action.place.ops.push_back(std::move(local.waiting.front()));
       local.waiting.pop_front();
     }
+    action.place.members = stream.members;
     ++stream.places;
     stream.deadline.reset();
     actions_.push_back(std::move(action));
@@ -254,7 +288,8 @@ void StreamPairing::fail_incomplete(Stream& stream, ErrorCode code, const std::s
   LocalOps& place = action.place;
   std::string missing;
   std::vector<int> late;
-  for (int index = 0; index < local_ranks_; ++index) {
+  place.members = stream.members;
+  for (const int index : stream.order) {
     LocalStream& local = stream.locals[index];
     if (local.waiting.empty()) {
       missing += (missing.empty() ? "" : ", ") + name_of(index);

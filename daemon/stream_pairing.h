@@ -67,8 +67,9 @@ struct PendingOp {
 
 // The ops at one place of a stream of every local rank, which the worker runs as one op.
 struct LocalOps {
-  std::vector<PendingOp> ops;  // by local rank; those of `missing` left out
+  std::vector<PendingOp> ops;  // by local rank (a subgroup's: its order); those of `missing` left out
   Status missing;              // why some local rank's op will not come; the op then fails
+  std::vector<int> members;    // a subgroup's stream: its members (collective/subgroup.h)
 };
 
 struct PairingAction {
@@ -105,7 +106,10 @@ class StreamPairing {
 
   // Makes `client` (process `pid`) the submitting client of `local_rank` in stream `stream`,
   // unless another one is, or the daemon serves another job (mismatch, naming it and since when).
-  Status claim(int local_rank, ClientId client, int pid, const StreamName& stream);
+  // `members`: the subgroup the stream's ops run over, as its hello names it (empty: every rank);
+  // every client of the stream names the same, and the local rank is one of them.
+  Status claim(int local_rank, ClientId client, int pid, const StreamName& stream,
+               const std::vector<int>& members = {});
   // Whether `client` is a submitting client.
   bool submits(ClientId client) const { return claims_.contains(client); }
   // The job the daemon serves, and the pid of its first client; empty and 0 while none.
@@ -153,9 +157,11 @@ class StreamPairing {
     bool left = false;  // its submitting client left, and no other has come
   };
 
-  // One stream of every local rank.
+  // One stream of every local rank (of a subgroup's stream, every member's).
   struct Stream {
     std::vector<LocalStream> locals;  // by local rank
+    std::vector<int> members;         // of a subgroup; empty: every rank
+    std::vector<int> order;           // the local ranks whose ops run together, in their order
     // The wait of the place some local ranks have reached: from which value of places, until
     // when, and the op's timeout it counts.
     std::uint64_t places = 0;  // places run or failed, in all generations
@@ -179,6 +185,8 @@ class StreamPairing {
     int local_rank = 0;
   };
 
+  // The local ranks of `stream` on this host, in its order.
+  std::vector<int> locals_of(const Stream& stream) const;
   // Runs every place of `stream` that every local rank has reached.
   void run_complete_places(Stream& stream);
   // Fails the place of `stream` that some local ranks have reached and others have not (`why`

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collective/reduce_kernels.h"
+#include "collective/subgroup.h"
 #include "engine/landing.h"
 #include "engine/segment_queues.h"
 
@@ -54,6 +55,13 @@ void send_abort(PeerMesh& mesh, int peer, const ExecuteOptions& options, std::ui
               deadline);
 }
 
+// By mesh rank, whether it takes part in the op.
+std::vector<bool> takes_part(const PeerMesh& mesh, const ExecuteOptions& options) {
+  std::vector<bool> result(mesh.world_size(), options.members.empty());
+  for (const int member : options.members) result[member] = true;
+  return result;
+}
+
 // How a frame's op stands to the op this rank runs.
 enum class Relation {
   current,    // the same op
@@ -81,7 +89,8 @@ class OpRun {
         memory_{buffers.data, buffers.output, prepare_scratch()},
         queues_(schedule, mesh.world_size(), segment_bytes_, memory_),
         stalled_since_(mesh.world_size()),
-        other_job_(mesh.world_size()) {}
+        other_job_(mesh.world_size()),
+        takes_part_(takes_part(mesh, options)) {}
 
   std::uint64_t peers_count() const { return peers_count_; }
 
@@ -117,7 +126,7 @@ class OpRun {
     return workspace_.scratch.data();
   }
 
-  bool is_peer(int rank) const { return rank != mesh_.rank(); }
+  bool is_peer(int rank) const { return rank != mesh_.rank() && takes_part_[rank]; }
 
   // Runs the current round until all its transfers are done.
   Status transfer() {
@@ -555,6 +564,7 @@ class OpRun {
   std::vector<std::optional<net::Clock::time_point>> stalled_since_;
   std::vector<std::optional<OpKey>> other_job_;  // by peer: an op of another job it sent
   std::uint64_t peers_count_ = 0;                // the largest op count of this op's peers' frames
+  const std::vector<bool> takes_part_;           // by mesh rank
   std::vector<std::byte> trash_;
   std::vector<std::byte> abort_text_;
   std::vector<net::ChannelInterest> interests_;  // what each wait watches, and what it found
@@ -565,7 +575,9 @@ class OpRun {
 
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
                const ExecuteOptions& options) {
-  OpRun run(schedule, buffers, mesh, options);
+  const Schedule mapped =
+      options.members.empty() ? Schedule() : on_group_ranks(schedule, options.members);
+  OpRun run(options.members.empty() ? schedule : mapped, buffers, mesh, options);
   Status status = run.run();
   mesh.catch_up(run.peers_count());
   mesh.finished(options.op);
@@ -576,8 +588,9 @@ Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mes
 void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason) {
   mesh.finished(options.op);
   const auto deadline = net::Deadline::after(std::chrono::seconds(1));
+  const std::vector<bool> told = takes_part(mesh, options);
   for (int peer = 0; peer < mesh.world_size(); ++peer) {
-    if (peer == mesh.rank() || mesh.peer(peer).lost()) continue;
+    if (peer == mesh.rank() || !told[peer] || mesh.peer(peer).lost()) continue;
     send_abort(mesh, peer, options, 0, reason, deadline);
   }
 }

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "collective/schedule.h"
 #include "collective/status.h"
@@ -49,12 +50,17 @@ struct ExecuteOptions {
   // The ranks an average is over; 0: the schedule's. More where each rank of the schedule carries
   // the sum of several (a host's local ranks).
   int average_over = 0;
+  // A subgroup's op (docs/architecture.md §6.5): the mesh rank of each of the schedule's ranks, in
+  // the schedule's order. Only these ranks take part: no other rank's channel is read or told
+  // anything. Empty: the schedule's rank r is the mesh's rank r.
+  std::vector<int> members;
 };
 
 Status execute(const Schedule& schedule, const OpBuffers& buffers, PeerMesh& mesh,
                const ExecuteOptions& options);
 
-// For an op this rank cannot even start (its client's request is invalid): tells every peer why,
+// For an op this rank cannot even start (its client's request is invalid): tells every peer of the
+// op (every rank, or options.members) why,
 // so that they fail the op at once instead of at their deadline.
 void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Status& reason);
 

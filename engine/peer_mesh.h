@@ -48,6 +48,9 @@ class PeerMesh {
   // This rank's count of the ops it has started in the generation, 1 for the first: the place of
   // the daemon's own ops, and where a new algorithm table takes effect.
   std::uint64_t next_op_id() { return next_op_id_++; }
+  // How many it has started: the count a subgroup's op carries, which does not start a place of
+  // the count (docs/architecture.md §6.5).
+  std::uint64_t ops_started() const { return next_op_id_ - 1; }
   // A peer has counted `count` ops: ops a job ran on some ranks only (one whose client died, a
   // lone rank's) leave the counts apart, and the next op they share brings them together again.
   void catch_up(std::uint64_t count) {

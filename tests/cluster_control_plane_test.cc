@@ -171,7 +171,7 @@ TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst)
 
   // Of the same stream of the same job: each client of a job submits a stream of its own.
   Client second = Client::connect(cluster.cluster->sockets()[0],
-                                  ConnectOptions{std::chrono::seconds(30), {}, {}, "0"});
+                                  ConnectOptions{std::chrono::seconds(30), {}, {}, "0", {}});
   std::vector<float> ones(777, 100.0f);
   try {
     second.allreduce(ones.data(), ones.size(), DataType::f32);
@@ -192,7 +192,7 @@ TEST(ClusterControlPlane, ASecondSubmittingClientOfARankIsRefusedNamingTheFirst)
   cluster.clients[0] = std::move(second);
   cluster.clients[1].close();
   cluster.clients[1] = Client::connect(cluster.cluster->sockets()[1],
-                                       ConnectOptions{std::chrono::seconds(30), {}, {}, "0"});
+                                       ConnectOptions{std::chrono::seconds(30), {}, {}, "0", {}});
   expect_allreduce_works(cluster);
 }
 

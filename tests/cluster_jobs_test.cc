@@ -21,7 +21,7 @@ using std::chrono::milliseconds;
 
 Client client_of(testing::TestCluster& cluster, int rank, const std::string& job) {
   return Client::connect(cluster.cluster->sockets()[rank],
-                         ConnectOptions{std::chrono::seconds(10), {}, job, {}});
+                         ConnectOptions{std::chrono::seconds(10), {}, job, {}, {}});
 }
 
 // Waits until the daemon `asker` is connected to serves `job`.
@@ -210,7 +210,7 @@ TEST(ClusterJobs, ABadJobOrStreamNameIsRefusedSayingWhyAndTheDaemonServesOn) {
                                     std::pair{std::string("a\nb"), std::string()},
                                     std::pair{std::string("j"), std::string(257, 's')}}) {
     try {
-      Client::connect(socket, ConnectOptions{std::chrono::seconds(5), {}, job, stream});
+      Client::connect(socket, ConnectOptions{std::chrono::seconds(5), {}, job, stream, {}});
       ADD_FAILURE() << "the name was taken";
     } catch (const ClientError& error) {
       EXPECT_EQ(error.code(), ErrorCode::invalid_argument);

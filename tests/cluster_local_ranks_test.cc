@@ -296,7 +296,7 @@ TEST(ClusterLocalRanksInput, AClientOfALocalRankTheDaemonDoesNotServeIsRefusedSa
   // A second submitting client of a stream for a local rank that has one is refused, naming the
   // first.
   testing::on_every_rank(cluster, [&](int, Client& client) { EXPECT_NO_THROW(client.barrier()); });
-  Client second = Client::connect(socket, ConnectOptions{std::chrono::seconds(5), 1, {}, "0"});
+  Client second = Client::connect(socket, ConnectOptions{std::chrono::seconds(5), 1, {}, "0", {}});
   EXPECT_EQ(second.rank(), 1);
   EXPECT_EQ(second.local_rank(), 1);
   EXPECT_EQ(second.local_world_size(), 2);

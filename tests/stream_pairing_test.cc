@@ -294,3 +294,51 @@ TEST_F(StreamPairingTest, ANewGenerationFailsTheOpsThatWaitedAndStartsEveryStrea
 
 }  // namespace
 }  // namespace gradsync::daemon
+
+namespace gradsync::daemon {
+namespace {
+
+// Ranks 4, 5 and 6 are this daemon's local ranks 0, 1 and 2; rank 9 is on another host.
+TEST_F(StreamPairingTest, ASubgroupsStreamWaitsForItsMembersOnlyAndRunsThemInItsOrder) {
+  const StreamName tensor_parallel{"j", "tp"};
+  const std::vector<int> members = {6, 9, 4};
+  ASSERT_TRUE(pairing_.claim(2, 22, 102, tensor_parallel, members).ok());
+  ASSERT_TRUE(pairing_.claim(0, 20, 100, tensor_parallel, members).ok());
+  submit(0, "a1", 5000, tensor_parallel);
+  EXPECT_EQ(actions(), Done{});
+  submit(2, "c1", 5000, tensor_parallel);
+  const std::vector<PairingAction> taken = pairing_.take_actions();
+  ASSERT_EQ(taken.size(), 1u);
+  ASSERT_EQ(taken[0].place.ops.size(), 2u) << "local rank 1 is no member: nothing waits for it";
+  EXPECT_EQ(taken[0].place.ops[0].op.name(), "c1") << "rank 6 is the subgroup's rank 0";
+  EXPECT_EQ(taken[0].place.ops[1].op.name(), "a1");
+  EXPECT_EQ(taken[0].place.members, members);
+  // The whole group's stream still waits for every local rank.
+  submit(0, "a");
+  submit(2, "c");
+  EXPECT_EQ(actions(), Done{});
+  submit(1, "b");
+  EXPECT_EQ(actions(), Done{"a+b+c"});
+}
+
+TEST_F(StreamPairingTest, AClientOfASubgroupItIsNotInOrThatNamesOtherMembersIsRefused) {
+  const StreamName pair{"j", "pair"};
+  const Status outsider = pairing_.claim(1, 21, 101, pair, {4, 6});
+  EXPECT_EQ(outsider.code(), ErrorCode::invalid_argument);
+  EXPECT_NE(outsider.message().find("rank 5 is not a member of subgroup [4, 6]"),
+            std::string::npos)
+      << outsider.message();
+  ASSERT_TRUE(pairing_.claim(0, 20, 100, pair, {4, 6}).ok());
+  const Status other_list = pairing_.claim(2, 22, 102, pair, {6, 4});
+  EXPECT_EQ(other_list.code(), ErrorCode::invalid_argument);
+  EXPECT_NE(other_list.message().find("rank 6's client names subgroup [6, 4] for stream 'pair' "
+                                      "of job 'j', whose other clients here named subgroup [4, 6]"),
+            std::string::npos)
+      << other_list.message();
+  const Status whole = pairing_.claim(2, 22, 102, pair, {});
+  EXPECT_NE(whole.message().find("names every rank"), std::string::npos) << whole.message();
+  EXPECT_TRUE(pairing_.claim(2, 22, 102, pair, {4, 6}).ok());
+}
+
+}  // namespace
+}  // namespace gradsync::daemon

@@ -40,7 +40,7 @@ void drive_rank(int slot, const std::string& socket, std::uint64_t count,
         // The replacement of a lost client goes on with the job's one stream, which the other
         // ranks' clients start again in the next generation too.
         client.emplace(Client::connect(socket, ConnectOptions{std::chrono::seconds(1), {}, {},
-                                                              "chaos"}));
+                                                              "chaos", {}}));
       } catch (const ClientError&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // its replacement forms
       }
