@@ -195,7 +195,7 @@ class Client:
 
     def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None,
                  local_rank: Optional[int] = None, job: Optional[str] = None,
-                 stream: Optional[str] = None) -> None:
+                 stream: Optional[str] = None, members: Optional[Sequence[int]] = None) -> None:
         """Connects to the daemon at `socket` (None: socket_from_environment()) as its local rank
         `local_rank` (None: as the environment says; see docs/clusters.md, "Local ranks"), waiting
         up to `timeout` seconds (None: 30) for the daemon to appear and answer.
@@ -204,18 +204,24 @@ class Client:
         a job of this process alone); every process of a job names the same, each run its own.
         `stream` names the op stream within the job (None: "0" for the process's first open
         client of the job on this daemon and local rank, "1" for a second, and so on).
+        `members` makes the stream a subgroup's (docs/clients.md, "Subgroups"): the global ranks
+        its ops run over, in the order that makes them its ranks 0, 1, ...; every member's client
+        of the stream names the same list. rank and world_size are then the subgroup's, and roots
+        are subgroup ranks. None: every rank of the group.
 
         Raises what socket_from_environment() raises when `socket` is None; DeadlineExceeded
         (a TimeoutError too) when no daemon answers in time; Unauthenticated when this user may
         not use the socket; InvalidArgument when the daemon serves no such local rank, the
         stream has a client on this rank already, a name is not printable ASCII of at most 256
-        bytes, or LOCAL_RANK is not a local rank; ProtocolError when what answers is not a
+        bytes, LOCAL_RANK is not a local rank, or `members` is no subgroup (a rank twice or not
+        in the group, a host's members apart) or leaves this rank out; ProtocolError when what answers is not a
         gradsync daemon."""
         if socket is None:
             socket, from_environment = _daemon_from_environment()
             local_rank = from_environment if local_rank is None else local_rank
         self.socket: str = socket
-        self._client = _gradsync.Client(self.socket, timeout, local_rank, job or "", stream or "")
+        self._client = _gradsync.Client(self.socket, timeout, local_rank, job or "", stream or "",
+                                        list(members or []))
         self._staged_bytes = 0  # copied for non-contiguous tensors (Staging)
 
     def close(self) -> None:
@@ -242,8 +248,14 @@ class Client:
 
     @property
     def rank(self) -> int:
-        """Global: the ranks of the hosts before this one's, plus this client's local rank."""
+        """Global: the ranks of the hosts before this one's, plus this client's local rank; a
+        subgroup's client: its place in `members`."""
         return self._client.rank
+
+    @property
+    def members(self) -> list[int]:
+        """The subgroup's global ranks, in its order; empty: every rank of the group."""
+        return list(self._client.members)
 
     @property
     def world_size(self) -> int:

@@ -1,6 +1,6 @@
 """The types of gradsync._gradsync, the C++ client library bound with pybind11
 (python/src/module.cc): what the type checker knows of the extension module."""
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 from gradsync._typing import AlgorithmName, DaemonStatus, ReduceOpName, Tensor, WireName
 
@@ -39,7 +39,8 @@ class Handle:
 
 class Client:
     def __init__(self, socket: str, timeout: Optional[float],
-                 local_rank: Optional[int], job: str, stream: str) -> None: ...
+                 local_rank: Optional[int], job: str, stream: str,
+                 members: Sequence[int]) -> None: ...
     def close(self) -> None: ...
     @property
     def job(self) -> str: ...
@@ -49,6 +50,8 @@ class Client:
     def rank(self) -> int: ...
     @property
     def world_size(self) -> int: ...
+    @property
+    def members(self) -> list[int]: ...
     @property
     def local_rank(self) -> int: ...
     @property

@@ -180,8 +180,7 @@ class ProcessGroupGradsync(ProcessGroup):
             raise RuntimeError(
                 f"torch's rank {rank} of {size} talks to a gradsync daemon of rank {daemons}; give "
                 "each process the socket of the daemon whose rank is its own (GRADSYNC_SOCKET, "
-                "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK), and make groups of every "
-                "rank: gradsync has no groups of some ranks yet")
+                "or GRADSYNC_SOCKETS in rank order with LOCAL_RANK)")
         self._completer = _Completer(self.client)
 
     def close(self) -> None:
@@ -304,10 +303,23 @@ def _create(store: Store, rank: int, world_size: int,
         job = _job_groups[0].client.job
     # torch numbers the groups of a run in the order every process makes them.
     name = getattr(dist.distributed_c10d, "_group_count", len(_job_groups) + 1) - 1
-    group = ProcessGroupGradsync(rank, world_size,
-                                 gradsync.Client(job=job, stream=f"torch group {name}"))
+    group = ProcessGroupGradsync(
+        rank, world_size,
+        gradsync.Client(job=job, stream=f"torch group {name}",
+                        members=_members(store, rank, world_size)))
     _job_groups.append(group)
     return group
+
+
+def _members(store: Store, rank: int, world_size: int) -> Optional[list[int]]:
+    """For new_group(ranks): the group's members as gradsync's ranks, by their rank in the group;
+    torch hands the backend only that rank and the group's own store, on which each member says
+    its global rank. None for the default group and for a group of every rank."""
+    if not _job_groups:
+        return None
+    store.set(f"gradsync/member/{rank}", str(_job_groups[0].client.rank))
+    members = [int(store.get(f"gradsync/member/{member}")) for member in range(world_size)]
+    return None if members == list(range(_job_groups[0].client.world_size)) else members
 
 
 def _job_of_this_init(store: Store, rank: int, world_size: int) -> str:

@@ -406,7 +406,7 @@ PYBIND11_MODULE(_gradsync, module) {
   client
       .def(py::init([](const std::string& socket, std::optional<double> timeout_s,
                        std::optional<int> local_rank, const std::string& job,
-                       const std::string& stream) {
+                       const std::string& stream, std::vector<int> members) {
              ConnectOptions options;
              // Without a timeout, the library's default.
              if (timeout_s) {
@@ -416,15 +416,17 @@ PYBIND11_MODULE(_gradsync, module) {
              options.local_rank = local_rank;
              options.job = job;
              options.stream = stream;
+             options.members = std::move(members);
              return Client::connect(socket, options);
            }),
            py::arg("socket"), py::arg("timeout"), py::arg("local_rank"), py::arg("job"),
-           py::arg("stream"), Release())
+           py::arg("stream"), py::arg("members"), Release())
       .def("close", &Client::close, Release())
       .def_property_readonly("job", &Client::job)
       .def_property_readonly("stream", &Client::stream)
       .def_property_readonly("rank", &Client::rank)
       .def_property_readonly("world_size", &Client::world_size)
+      .def_property_readonly("members", &Client::members)
       .def_property_readonly("local_rank", &Client::local_rank)
       .def_property_readonly("local_world_size", &Client::local_world_size)
       .def_property_readonly("generation", &Client::generation)

@@ -53,6 +53,15 @@ def test_ops_of_two_groups_in_flight_at_once_each_pair_with_their_own(group2, tm
         assert output.strip().endswith("ok"), output
 
 
+def test_groups_of_some_ranks_involve_their_members_only(group2, hosts2x2, tmp_path):
+    # At p = 2 the last rank alone (torch's new_group([1])); at 2 hosts of 2 ranks, pairs on one
+    # host each at once, and ranks 1 and 2 across the hosts.
+    for group, where in ((group2, "p2"), (hosts2x2, "2x2")):
+        (tmp_path / where).mkdir()
+        for output in run_ranks(group, tmp_path / where, scenario="subgroups"):
+            assert output.strip().endswith("ok"), output
+
+
 def test_a_second_init_process_group_in_the_same_processes_is_a_new_job(group2, tmp_path):
     # The first job's clients must not keep the ranks' streams from the second's.
     for output in run_ranks(group2, tmp_path, scenario="reinit"):

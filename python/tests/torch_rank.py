@@ -7,6 +7,8 @@ with GRADSYNC_SOCKETS set. Prints "ok" when the scenario's checks all hold. The 
     bf16 and f16 hooks, parameters close to those and the same on every rank.
   groups: a new group of every rank beside the default one, their collectives interleaved.
   groups_in_flight: as groups, with the ops of both in flight at once (async_op).
+  subgroups: groups of some ranks (new_group(ranks)): the last rank alone, pairs of neighbours
+    at once, ranks 1 and 2; their collectives by group rank, the others not involved.
   reinit: destroy_process_group, then init_process_group again in the same process (a store of
     its own: INIT_FILE with ".again"), and collectives on the new one."""
 import math
@@ -289,8 +291,47 @@ def reinit(rank, size, init_file):
     dist.destroy_process_group()
 
 
+def subgroup_collectives(rank, members, group):
+    """All-reduce, all-gather, broadcast and reduce over `group`, whose members are `members`
+    (global ranks, ascending), as member `rank`."""
+    tensor = torch.full((5,), float(rank + 1))
+    dist.all_reduce(tensor, group=group)
+    total = float(sum(member + 1 for member in members))
+    check(torch.equal(tensor, torch.full((5,), total)), f"all_reduce over {members}: {tensor}")
+    gathered = [torch.zeros(2, dtype=torch.int64) for _ in members]
+    dist.all_gather(gathered, torch.full((2,), 10 * rank, dtype=torch.int64), group=group)
+    check(all(torch.equal(g, torch.full((2,), 10 * member)) for member, g in zip(members, gathered)),
+          f"all_gather over {members}: {gathered}")
+    tensor = torch.arange(3.0) + 10 * rank
+    dist.broadcast(tensor, src=members[-1], group=group)
+    check(torch.equal(tensor, torch.arange(3.0) + 10 * members[-1]),
+          f"broadcast from {members[-1]} over {members}: {tensor}")
+    tensor = torch.full((4,), float(rank + 1))
+    dist.reduce(tensor, dst=members[0], group=group)
+    if rank == members[0]:
+        check(torch.equal(tensor, torch.full((4,), total)), f"reduce over {members}: {tensor}")
+
+
+def subgroups(rank, size, init_file):
+    init(init_file, rank, size)
+    # Every process makes every group, in the same order, as torch wants.
+    alone = dist.new_group([size - 1])
+    neighbours = [list(range(first, min(first + 2, size))) for first in range(0, size, 2)]
+    pairs = [dist.new_group(members) for members in neighbours]
+    middle = dist.new_group([1, 2]) if size >= 4 else None
+    if rank == size - 1:
+        subgroup_collectives(rank, [rank], alone)
+    for members, group in zip(neighbours, pairs):
+        if rank in members:
+            subgroup_collectives(rank, members, group)
+    if middle is not None and rank in (1, 2):
+        subgroup_collectives(rank, [1, 2], middle)
+    each_group_sums_its_own(rank, size, None, 0)
+    dist.destroy_process_group()
+
+
 SCENARIOS = {"everything": everything, "groups": groups, "groups_in_flight": groups_in_flight,
-             "reinit": reinit}
+             "reinit": reinit, "subgroups": subgroups}
 
 
 def main():
