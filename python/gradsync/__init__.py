@@ -214,8 +214,8 @@ class Client:
         not use the socket; InvalidArgument when the daemon serves no such local rank, the
         stream has a client on this rank already, a name is not printable ASCII of at most 256
         bytes, LOCAL_RANK is not a local rank, or `members` is no subgroup (a rank twice or not
-        in the group, a host's members apart) or leaves this rank out; ProtocolError when what answers is not a
-        gradsync daemon."""
+        in the group, a host's members apart) or leaves this rank out; ProtocolError when what
+        answers is not a gradsync daemon."""
         if socket is None:
             socket, from_environment = _daemon_from_environment()
             local_rank = from_environment if local_rank is None else local_rank

@@ -300,8 +300,8 @@ def subgroup_collectives(rank, members, group):
     check(torch.equal(tensor, torch.full((5,), total)), f"all_reduce over {members}: {tensor}")
     gathered = [torch.zeros(2, dtype=torch.int64) for _ in members]
     dist.all_gather(gathered, torch.full((2,), 10 * rank, dtype=torch.int64), group=group)
-    check(all(torch.equal(g, torch.full((2,), 10 * member)) for member, g in zip(members, gathered)),
-          f"all_gather over {members}: {gathered}")
+    check(all(torch.equal(g, torch.full((2,), 10 * member))
+              for member, g in zip(members, gathered)), f"all_gather over {members}: {gathered}")
     tensor = torch.arange(3.0) + 10 * rank
     dist.broadcast(tensor, src=members[-1], group=group)
     check(torch.equal(tensor, torch.arange(3.0) + 10 * members[-1]),
