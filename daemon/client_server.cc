@@ -309,7 +309,7 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
     const std::vector<proto::DaemonToClient> replies = hooks_.run(refused);
     return session->answer(refused.ops.front(), replies.front());
   }
-  op.key = session->stream().key(session->take_place());
+  op.key = pairing_.key_of(session->id(), session->take_place());
   op.region = session->region(op.op.region_id());
   pairing_.submit(std::move(op));
   return true;

@@ -7,6 +7,7 @@
 
 #include "collective/subgroup.h"
 #include "config/knobs.h"
+#include "engine/peer_mesh.h"
 
 namespace gradsync::daemon {
 
@@ -37,8 +38,10 @@ std::uint64_t name_tag(std::string_view name) {
   return tag == 0 ? 1 : tag;
 }
 
-engine::OpKey StreamName::key(std::uint64_t place) const {
-  return {name_tag(job), name_tag(stream), place};
+engine::OpKey StreamName::key(std::uint64_t place, std::uint64_t client) const {
+  // The tag of the stream's first client is its name's.
+  return {name_tag(job), name_tag(stream) + (client > 1 ? (client - 1) * 0x9e3779b97f4a7c15ull : 0),
+          place};
 }
 
 bool StreamPairing::Stream::every_local_waits() const {
@@ -102,11 +105,10 @@ Status StreamPairing::claim(int local_rank, ClientId client, int pid, const Stre
   }
   if (std::find(stream.order.begin(), stream.order.end(), local_rank) == stream.order.end()) {
     if (existing == streams_.end()) streams_.erase(name);
-    return Status(ErrorCode::invalid_argument, "rank " + std::to_string(rank) +
-                                                   " is not a member of subgroup " +
-                                                   describe_members(members) +
-                                                   ", which its client's " + describe(name) +
-                                                   " runs over");
+    return Status(ErrorCode::invalid_argument,
+                  "rank " + std::to_string(rank) + " is not a member of subgroup " +
+                      describe_members(members) + ", which its client's " + describe(name) +
+                      " runs over");
   }
   LocalStream& local = stream.locals[local_rank];
   if (local.submitter) {
@@ -121,14 +123,28 @@ Status StreamPairing::claim(int local_rank, ClientId client, int pid, const Stre
     holder_ = Holder{name.job, pid, std::chrono::system_clock::now()};
     spdlog::info("rank {}: serving job '{}' (its first client: pid {})", rank, name.job, pid);
   }
+  const NumberedStream numbered{name, local_rank};
+  auto [last, first_time] = client_numbers_.try_emplace(numbered, 0);
+  if (first_time) {
+    numbered_by_age_.push_back(numbered);
+    if (numbered_by_age_.size() > engine::kMaxStreamsKept) {
+      client_numbers_.erase(numbered_by_age_.front());
+      numbered_by_age_.pop_front();
+    }
+  }
   local.submitter = client;
   local.last_place = 0;
   if (local.left) local.owed.clear();
   local.left = false;
   local.submitter_pid = pid;
   local.submitter_since = std::chrono::system_clock::now();
-  claims_[client] = Claim{name, local_rank};
+  claims_[client] = Claim{name, local_rank, ++last->second};
   return {};
+}
+
+engine::OpKey StreamPairing::key_of(ClientId client, std::uint64_t place) const {
+  const Claim& claim = claims_.at(client);
+  return claim.stream.key(place, claim.number);
 }
 
 void StreamPairing::submit(PendingOp op) {
@@ -158,7 +174,7 @@ std::vector<Leaver> StreamPairing::left(ClientId client) {
                describe(claim.stream));
   PairingAction ended;
   ended.kind = PairingAction::Kind::stream_ended;
-  ended.stream = claim.stream.key(local.last_place);
+  ended.stream = claim.stream.key(local.last_place, claim.number);
   ended.why = Status(ErrorCode::aborted, "rank " + rank + "'s client (pid " +
                                              std::to_string(local.submitter_pid) + ") of " +
                                              describe(claim.stream) + " left");
@@ -196,6 +212,16 @@ void StreamPairing::end_job() {
 void StreamPairing::new_generation(int first_rank, int host, std::uint64_t generation) {
   first_rank_ = first_rank;
   host_ = host;
+  // Places start again in the new generation, and so do client numbers: a client that stays is
+  // the first of its stream, as a client that replaces a lost one elsewhere will be.
+  client_numbers_.clear();
+  numbered_by_age_.clear();
+  for (auto& [client, claim] : claims_) {
+    claim.number = 1;
+    const NumberedStream numbered{claim.stream, claim.local_rank};
+    client_numbers_[numbered] = 1;
+    numbered_by_age_.push_back(numbered);
+  }
   // An op that waited for the other local ranks' fails: its place belonged to the generation
   // before, and the clients' places start again once they take note of the new one.
   for (auto& [name, stream] : streams_) {

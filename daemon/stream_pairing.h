@@ -47,8 +47,9 @@ struct StreamName {
   std::string stream;
 
   friend auto operator<=>(const StreamName&, const StreamName&) = default;
-  // The job's and the stream's tags, which frames carry (engine/frame.h), at `place`.
-  engine::OpKey key(std::uint64_t place) const;
+  // The job's and the stream's tags, which frames carry (engine/frame.h), at `place` of the
+  // stream's `client`-th submitting client on its local rank (StreamPairing::key_of).
+  engine::OpKey key(std::uint64_t place, std::uint64_t client = 0) const;
 };
 
 // A tag of a name, the same on every host and never 0 (the daemon's own ops' job).
@@ -67,9 +68,10 @@ struct PendingOp {
 
 // The ops at one place of a stream of every local rank, which the worker runs as one op.
 struct LocalOps {
-  std::vector<PendingOp> ops;  // by local rank (a subgroup's: its order); those of `missing` left out
-  Status missing;              // why some local rank's op will not come; the op then fails
-  std::vector<int> members;    // a subgroup's stream: its members (collective/subgroup.h)
+  std::vector<PendingOp>
+      ops;                   // by local rank (a subgroup's: its order); those of `missing` left out
+  Status missing;            // why some local rank's op will not come; the op then fails
+  std::vector<int> members;  // a subgroup's stream: its members (collective/subgroup.h)
 };
 
 struct PairingAction {
@@ -112,6 +114,11 @@ class StreamPairing {
                const std::vector<int>& members = {});
   // Whether `client` is a submitting client.
   bool submits(ClientId client) const { return claims_.contains(client); }
+  // The key of submitting client `client`'s op at `place`. A stream's consecutive clients on a
+  // local rank are numbered, in its job and generation, and their ops keyed apart: the places of
+  // each start at 1, and a rank whose part of an op ends early (one that only sends) can start
+  // its next client's op while a peer still reads the last one's frames.
+  engine::OpKey key_of(ClientId client, std::uint64_t place) const;
   // The job the daemon serves, and the pid of its first client; empty and 0 while none.
   std::string job() const { return holder_ ? holder_->job : std::string(); }
   int job_pid() const { return holder_ ? holder_->pid : 0; }
@@ -183,7 +190,11 @@ class StreamPairing {
   struct Claim {
     StreamName stream;
     int local_rank = 0;
+    std::uint64_t number = 1;  // among the stream's clients on the local rank
   };
+
+  // A stream of one local rank, whose clients are numbered.
+  using NumberedStream = std::pair<StreamName, int>;
 
   // The local ranks of `stream` on this host, in its order.
   std::vector<int> locals_of(const Stream& stream) const;
@@ -201,6 +212,11 @@ class StreamPairing {
   int host_;
   std::map<StreamName, Stream> streams_;
   std::map<ClientId, Claim> claims_;
+  // The last client number of each stream of a local rank: kept past the end of its job (a job
+  // whose processes each open one client per op has no client between them), for the
+  // engine::kMaxStreamsKept streams claimed last, and started again in a new generation.
+  std::map<NumberedStream, std::uint64_t> client_numbers_;
+  std::deque<NumberedStream> numbered_by_age_;
   std::optional<Holder> holder_;
   std::vector<PairingAction> actions_;
 };

@@ -136,8 +136,8 @@ TEST(ClusterJobs, OpsOfALoneRankLeaveNothingThatHarmsTheNextJob) {
       std::vector<std::vector<float>> data(lone_ops, std::vector<float>(4, 1.0f));
       std::vector<Handle> handles;
       for (std::vector<float>& tensor : data) {
-        handles.push_back(lone.allreduce_async(tensor.data(), tensor.size(), DataType::f32,
-                                               options));
+        handles.push_back(
+            lone.allreduce_async(tensor.data(), tensor.size(), DataType::f32, options));
       }
       int failed = 0;
       for (Handle& handle : handles) {
@@ -220,6 +220,54 @@ TEST(ClusterJobs, ABadJobOrStreamNameIsRefusedSayingWhyAndTheDaemonServesOn) {
     }
   }
   testing::expect_every_rank_still_serves(cluster);
+}
+
+}  // namespace
+}  // namespace gradsync
+
+namespace gradsync {
+namespace {
+
+// Every rank opens a client of one stream name per op, as a script that runs `gradsync submit`
+// once per op does, and nothing makes the ranks wait for each other between ops: a rank that
+// only sends to the root of a gather or reduce starts its next client's op while the root still
+// reads the last one's frames. The stream's consecutive clients are keyed apart, so each op pairs
+// with its own.
+TEST(ClusterJobs, ConsecutiveClientsOfOneStreamNeverTakeEachOthersFrames) {
+  constexpr int kRanks = 3;
+  constexpr int kRounds = 20;
+  constexpr std::uint64_t kCount = 30'000;
+  testing::TestCluster cluster = testing::start_cluster(kRanks);
+  const std::string job = cluster.clients.front().job();
+  std::vector<std::vector<std::string>> failures(kRanks);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      for (int round = 0; round < kRounds; ++round) {
+        try {
+          Client client = Client::connect(
+              cluster.cluster->sockets()[rank],
+              ConnectOptions{std::chrono::seconds(10), {}, job, "one client per op", {}});
+          OpOptions to_root;
+          to_root.timeout = std::chrono::seconds(10);
+          std::vector<float> data(kCount, static_cast<float>(round + rank));
+          client.reduce(data.data(), kCount, DataType::f32, to_root);
+          const float sum = static_cast<float>(kRanks * round + kRanks * (kRanks - 1) / 2);
+          if (rank == 0 && data.back() != sum) {
+            failures[rank].push_back("round " + std::to_string(round) + ": reduce gave " +
+                                     std::to_string(data.back()));
+          }
+        } catch (const ClientError& error) {
+          failures[rank].push_back("round " + std::to_string(round) + ": " + error.what());
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int rank = 0; rank < kRanks; ++rank) {
+    EXPECT_TRUE(failures[rank].empty()) << "rank " << rank << ": " << failures[rank].size()
+                                        << " failures, the first: " << failures[rank].front();
+  }
 }
 
 }  // namespace

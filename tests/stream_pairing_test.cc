@@ -325,8 +325,7 @@ TEST_F(StreamPairingTest, AClientOfASubgroupItIsNotInOrThatNamesOtherMembersIsRe
   const StreamName pair{"j", "pair"};
   const Status outsider = pairing_.claim(1, 21, 101, pair, {4, 6});
   EXPECT_EQ(outsider.code(), ErrorCode::invalid_argument);
-  EXPECT_NE(outsider.message().find("rank 5 is not a member of subgroup [4, 6]"),
-            std::string::npos)
+  EXPECT_NE(outsider.message().find("rank 5 is not a member of subgroup [4, 6]"), std::string::npos)
       << outsider.message();
   ASSERT_TRUE(pairing_.claim(0, 20, 100, pair, {4, 6}).ok());
   const Status other_list = pairing_.claim(2, 22, 102, pair, {6, 4});
@@ -338,6 +337,33 @@ TEST_F(StreamPairingTest, AClientOfASubgroupItIsNotInOrThatNamesOtherMembersIsRe
   const Status whole = pairing_.claim(2, 22, 102, pair, {});
   EXPECT_NE(whole.message().find("names every rank"), std::string::npos) << whole.message();
   EXPECT_TRUE(pairing_.claim(2, 22, 102, pair, {4, 6}).ok());
+}
+
+}  // namespace
+}  // namespace gradsync::daemon
+
+namespace gradsync::daemon {
+namespace {
+
+// A stream's consecutive clients on a local rank are numbered: their ops' keys differ at every
+// place, past the end of the job that had them, and the numbers start again in a new generation.
+TEST_F(StreamPairingTest, ConsecutiveClientsOfAStreamKeyTheirOpsApart) {
+  const StreamName stream{"j", "s"};
+  ASSERT_TRUE(pairing_.claim(0, 1, 100, stream).ok());
+  const engine::OpKey first = pairing_.key_of(1, 1);
+  EXPECT_EQ(first, stream.key(1));
+  pairing_.left(1);  // the job's last client here: the job ends
+  ASSERT_TRUE(pairing_.claim(0, 2, 101, stream).ok());
+  const engine::OpKey second = pairing_.key_of(2, 1);
+  EXPECT_TRUE(second.job == first.job && second.place == first.place);
+  EXPECT_NE(second.stream, first.stream);
+  ASSERT_TRUE(pairing_.claim(1, 3, 102, stream).ok());
+  EXPECT_EQ(pairing_.key_of(3, 1), first) << "local rank 1's first client of the stream";
+  pairing_.new_generation(kFirstRank, kHost, 2);
+  EXPECT_EQ(pairing_.key_of(2, 1), first) << "a client that stays is the generation's first";
+  pairing_.left(2);
+  ASSERT_TRUE(pairing_.claim(0, 4, 103, stream).ok());
+  EXPECT_EQ(pairing_.key_of(4, 1), second);
 }
 
 }  // namespace

@@ -258,10 +258,7 @@ TEST_F(SubmitCommand, ReduceScattersIntoEachRanksChunk) {
 }
 
 // Reduce, gather and scatter to and from rank 1: the root writes what it gets, the other rank
-// writes no --out for a reduce or gather. Each is a job of its own under `gradsync local`: a rank
-// whose part of an op ends first (the ranks that only send to the root) must not start the next
-// op of the same job and stream before the root has read its frames (see the note on stream
-// incarnations in docs/clients.md, "Jobs").
+// writes no --out for a reduce or gather.
 TEST_F(SubmitCommand, ReducesGathersAndScattersWithARoot) {
   constexpr std::uint64_t kCount = 11;
   for (int rank = 0; rank < 2; ++rank) {
@@ -276,22 +273,16 @@ TEST_F(SubmitCommand, ReducesGathersAndScattersWithARoot) {
   }
   const CommandResult result = submit_on_two_ranks([&](int rank) {
     const std::string r = std::to_string(rank);
+    const std::string scattered = rank == 1 ? "whole.npy" : "chunk0.npy";
     return "--verbose --collective reduce --op max --root 1 --in " + path("in" + r + ".npy") +
-           " --out " + path("reduced" + r + ".npy");
+           " --out " + path("reduced" + r + ".npy") + " && " + kGradsync + " submit --socket \"$s" +
+           r + "\" --collective gather --root 1 --total 11 --in " + path("chunk" + r + ".npy") +
+           " --out " + path("gathered" + r + ".npy") + " && " + kGradsync +
+           " submit --socket \"$s" + r + "\" --collective scatter --root 1 --total 11 --in " +
+           path(rank == 1 ? "gathered1.npy" : "chunk0.npy") + " --out " +
+           path("scattered" + r + ".npy");
   });
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  const CommandResult gather = submit_on_two_ranks([&](int rank) {
-    const std::string r = std::to_string(rank);
-    return "--collective gather --root 1 --total 11 --in " + path("chunk" + r + ".npy") +
-           " --out " + path("gathered" + r + ".npy");
-  });
-  ASSERT_EQ(gather.exit_code, 0) << gather.err;
-  const CommandResult scatter = submit_on_two_ranks([&](int rank) {
-    return "--collective scatter --root 1 --total 11 --in " +
-           path(rank == 1 ? "gathered1.npy" : "chunk0.npy") + " --out " +
-           path("scattered" + std::to_string(rank) + ".npy");
-  });
-  ASSERT_EQ(scatter.exit_code, 0) << scatter.err;
   EXPECT_NE(result.out.find("the result is rank 1's, no --out written"), std::string::npos)
       << result.out;
   EXPECT_FALSE(std::filesystem::exists(path("reduced0.npy")));
