@@ -8,6 +8,10 @@ per setup beside it.
     sudo bench/compare.py                 # the full run (p = 2, 4 and 8, loopback and 1 Gbit/s LAN)
     sudo bench/compare.py --quick         # a short sweep, one repetition, for a smoke test
     sudo bench/compare.py --ranks 8 --ranks-per-host 2   # 4 hosts x 2 ranks (docs/clusters.md)
+    sudo bench/compare.py --collective gather --root 1 --ranks 4 --out BENCHMARKS-GATHER.md
+
+Every collective but all-reduce is compared with Open MPI only (Gloo's and torch's programs time
+all-reduce).
 
 Needs root for the LAN, scripts/install_peers.sh for the peers, and a build (scripts/build.sh).
 A peer whose program is missing is left out of the tables with a note saying so."""
@@ -89,8 +93,9 @@ class Setup:
     places them): gradsync runs one daemon per host serving its local ranks; the peers run one
     process per rank."""
 
-    def __init__(self, name, ranks, lan_rate=None, per_host=1):
+    def __init__(self, name, ranks, collective, lan_rate=None, per_host=1):
         self.name, self.ranks, self.lan_rate, self.per_host = name, ranks, lan_rate, per_host
+        self.collective = collective
         self.hosts = ranks // per_host
 
     def host_ns(self, rank):
@@ -106,9 +111,13 @@ def sweep_flags(options):
             str(options.small_iters), "--warmup", str(options.warmup)]
 
 
+def collective_flags(options):
+    return ["--collective", options.collective, "--root", str(options.root)]
+
+
 def gradsync_rows(setup, options, json_path, wire=None):
     bench = ([os.path.join(BIN, "gradsync"), "bench", "--json", json_path] + sweep_flags(options)
-             + (["--wire", wire] if wire else []))
+             + collective_flags(options) + (["--wire", wire] if wire else []))
     per_host = ["--ranks-per-host", str(setup.per_host)]
     if setup.lan_rate:
         run([LAN, "run", "--hosts", str(setup.hosts), "--rate", setup.lan_rate] + per_host + ["--"]
@@ -131,7 +140,8 @@ def mpi_rows(setup, options, json_path):
         transport += ["--mca", "mpi_yield_when_idle", "1"]
     mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(setup.ranks),
               "--bind-to", "none", "-x", f"GRADSYNC_RANK_CPUS={rank_cpus}"] + transport
-    program = [BIND_RANK, os.path.join(BIN, "mpi_allreduce"), "--json", json_path] + sweep_flags(options)
+    program = ([BIND_RANK, os.path.join(BIN, "mpi_bench"), "--json", json_path] + sweep_flags(options)
+               + collective_flags(options))
     if not setup.lan_rate:
         run(mpirun + ["--mca", "btl_tcp_if_include", "lo"] + program)
         return
@@ -183,14 +193,16 @@ def torch_rows(setup, options, json_path):
             os.remove(store)
 
 
+# (name, program, rows, whether it times every collective or all-reduce only)
 SYSTEMS = [
-    ("gradsync", "gradsync", gradsync_rows),
-    (BF16_WIRE, "gradsync", lambda setup, options, path: gradsync_rows(setup, options, path, "bf16")),
-    ("Open MPI", "mpi_allreduce", mpi_rows),
-    ("Gloo", "gloo_allreduce", gloo_rows("default")),
-    ("Gloo ring_chunked", "gloo_allreduce", gloo_rows("ring_chunked")),
-    ("Gloo halving_doubling", "gloo_allreduce", gloo_rows("halving_doubling")),
-    ("torch.distributed (gloo)", None, torch_rows),
+    ("gradsync", "gradsync", gradsync_rows, True),
+    (BF16_WIRE, "gradsync", lambda setup, options, path: gradsync_rows(setup, options, path, "bf16"),
+     False),
+    ("Open MPI", "mpi_bench", mpi_rows, True),
+    ("Gloo", "gloo_allreduce", gloo_rows("default"), False),
+    ("Gloo ring_chunked", "gloo_allreduce", gloo_rows("ring_chunked"), False),
+    ("Gloo halving_doubling", "gloo_allreduce", gloo_rows("halving_doubling"), False),
+    ("torch.distributed (gloo)", None, torch_rows, False),
 ]
 
 
@@ -198,7 +210,7 @@ def available(program):
     if program is None:
         return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"],
                               capture_output=True).returncode == 0
-    if program == "mpi_allreduce" and shutil.which("mpirun") is None:
+    if program == "mpi_bench" and shutil.which("mpirun") is None:
         return False
     return os.path.exists(os.path.join(BIN, program))
 
@@ -208,8 +220,10 @@ def measure(setups, options):
     repetition (error: the wire type's measured error and its bound, else None)."""
     results = {setup.name: {} for setup in setups}
     notes = []
-    systems = [(name, run_rows) for name, program, run_rows in SYSTEMS if available(program)]
-    for name, program, _ in SYSTEMS:
+    timed = [(name, program, run_rows) for name, program, run_rows, every in SYSTEMS
+             if every or options.collective == "allreduce"]
+    systems = [(name, run_rows) for name, program, run_rows in timed if available(program)]
+    for name, program, _ in timed:
         if not available(program):
             notes.append(f"{name}: not installed here (scripts/install_peers.sh), left out")
     for repetition in range(options.repetitions):
@@ -236,9 +250,18 @@ def measure(setups, options):
     return results, notes
 
 
+def bus_factor(collective, hosts):
+    """nccl-tests' busbw over algbw, as cli/bench_report.h's bus_factor() counts it."""
+    if collective == "allreduce":
+        return 2 * (hosts - 1) / max(hosts, 1)
+    if collective in ("broadcast", "reduce"):
+        return 1
+    return (hosts - 1) / max(hosts, 1)
+
+
 def busbw(bytes_, time_us, setup):
     """Over the links between hosts: ranks on one host add no traffic to the network."""
-    return bytes_ / time_us / 1e3 * 2 * (setup.hosts - 1) / max(setup.hosts, 1)
+    return bytes_ / time_us / 1e3 * bus_factor(setup.collective, setup.hosts)
 
 
 def limits(options):
@@ -290,7 +313,7 @@ def svg_plot(setup, systems):
     colors = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'font-family="sans-serif" font-size="11">',
-             f'<text x="{left}" y="14">{setup.name}: all-reduce busbw (GB/s) against size</text>',
+             f'<text x="{left}" y="14">{setup.name}: {setup.collective} busbw (GB/s) against size</text>',
              f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>']
     for exponent in range(int(x_low), int(x_high) + 1, 4):
@@ -317,11 +340,14 @@ def report(setups, results, notes, found, options, command):
              f"- {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
              f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "
              f"Linux {platform.release()}",
-             f"- f32 sum in place; {options.iters} timed iterations per size ({options.small_iters} "
+             f"- {options.collective}" + (f" from root {options.root}" if options.collective
+                                           in ("broadcast", "reduce", "gather", "scatter") else "")
+             + f", f32 sum; {options.iters} timed iterations per size ({options.small_iters} "
              f"up to 64 KiB, whose short ops give a noisy median over few) after {options.warmup} "
              f"warm-up; time = median over iterations of the slowest rank, then the median over "
-             f"{options.repetitions} interleaved repetitions; busbw = bytes/time · 2(H−1)/H over "
-             f"the H hosts' links (H = p with one rank per host).",
+             f"{options.repetitions} interleaved repetitions; busbw = bytes/time · nccl-tests' factor "
+             f"for the collective (all-reduce 2(H−1)/H, broadcast and reduce 1, the others "
+             f"(H−1)/H) over the H hosts' links (H = p with one rank per host).",
              "- every system's rank r runs on CPU r mod the CPU count (gradsync's workers by "
              "gradsync local and deploy/lan.sh, their bench threads beside them; the peers' ranks "
              "by taskset).", ""]
@@ -400,6 +426,10 @@ def main():
     parser.add_argument("--out", default="BENCHMARKS.md",
                         help="the report, in docs/benchmarks/ (SVG plots beside it)")
     parser.add_argument("--plot-prefix", default="benchmarks")
+    parser.add_argument("--collective", default="allreduce",
+                        choices=["allreduce", "reduce_scatter", "allgather", "broadcast",
+                                 "alltoall", "reduce", "gather", "scatter"])
+    parser.add_argument("--root", type=int, default=0, help="of the rooted collectives")
     options = parser.parse_args()
     SYSTEM_TIMEOUT[0] = options.timeout
     options.max_bytes, options.step_factor = ("1MiB", 64) if options.quick else ("64MiB", 4)
@@ -413,10 +443,11 @@ def main():
     if any(p % per_host for p in ranks):
         parser.error(f"--ranks-per-host {per_host} does not divide every --ranks")
     layout = lambda p: f"p={p}" if per_host == 1 else f"p={p}, {p // per_host}x{per_host}"
-    setups = [Setup(f"loopback, {layout(p)}", p, per_host=per_host) for p in ranks]
+    setups = [Setup(f"loopback, {layout(p)}", p, options.collective, per_host=per_host)
+              for p in ranks]
     if options.lan:
-        setups += [Setup(f"LAN {options.rate}, {layout(p)}", p, options.rate, per_host)
-                   for p in ranks]
+        setups += [Setup(f"LAN {options.rate}, {layout(p)}", p, options.collective, options.rate,
+                         per_host) for p in ranks]
     results, notes = measure(setups, options)
     found = limits(options)
     report(setups, results, notes, found, options, "bench/compare.py " + " ".join(sys.argv[1:]))

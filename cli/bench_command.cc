@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/bench_op.h"
 #include "cli/bench_report.h"
 #include "cli/connect_clients.h"
 #include "cli/size_list.h"
@@ -35,6 +36,8 @@ namespace {
 
 struct BenchOptions {
   std::string sockets;  // comma-separated, rank order; default: $GRADSYNC_SOCKETS
+  std::string collective = "allreduce";
+  int root = 0;
   std::string dtype = "f32";
   std::string op = "sum";
   std::string wire;  // empty: the values travel as the dtype
@@ -68,6 +71,33 @@ std::vector<double> slowest_rank_times(const std::vector<std::vector<std::vector
   return slowest;
 }
 
+Handle submit(Client& client, const BenchOp& op, std::byte* data, std::byte* output,
+              const OpOptions& options) {
+  const std::uint64_t count = op.count();
+  const DataType type = op.type();
+  switch (op.collective()) {
+    case Collective::allreduce:
+      return client.allreduce_async(data, count, type, options);
+    case Collective::reduce:
+      return client.reduce_async(data, count, type, options);
+    case Collective::reduce_scatter:
+      return client.reduce_scatter_async(data, count, output, type, options);
+    case Collective::allgather:
+      return client.allgather_async(data, output, count, type, options);
+    case Collective::gather:
+      return client.gather_async(data, output, count, type, options);
+    case Collective::scatter:
+      return client.scatter_async(data, output, count, type, options);
+    case Collective::broadcast:
+      return client.broadcast_async(data, count, type, options);
+    case Collective::alltoall:
+      return client.alltoall_async(data, output, count, type, options);
+    case Collective::barrier:
+      break;
+  }
+  throw ClientError(Status(ErrorCode::invalid_argument, "gradsync bench does not time barriers"));
+}
+
 // The algorithm that ran the most ops of `used`; `fallback` if none did.
 Algorithm most_used(const std::map<Algorithm, int>& used, Algorithm fallback) {
   Algorithm ran = fallback;
@@ -80,11 +110,12 @@ Algorithm most_used(const std::map<Algorithm, int>& used, Algorithm fallback) {
 
 class Bench {
  public:
-  Bench(const BenchOptions& options, std::vector<Client> clients, GroupPlan plan, DataType type,
-        ReduceOp op, std::optional<DataType> wire)
+  Bench(const BenchOptions& options, std::vector<Client> clients, GroupPlan plan,
+        Collective collective, DataType type, ReduceOp op, std::optional<DataType> wire)
       : options_(options),
         clients_(std::move(clients)),
         plan_(std::move(plan)),
+        collective_(collective),
         type_(type),
         op_(op),
         wire_(wire) {}
@@ -98,8 +129,7 @@ class Bench {
                                 const std::vector<std::optional<Algorithm>>& algorithms) {
     const std::uint64_t count = std::max<std::uint64_t>(bytes / element_size(type_), 1);
     const SizeRun run{count, algorithms,
-                      timed_iterations(bytes, options_.iters, options_.small_iters),
-                      reference(count, clients_.front().world_size())};
+                      timed_iterations(bytes, options_.iters, options_.small_iters)};
     Tally tally(clients_.size(), algorithms.size());
     std::vector<std::thread> threads;
     for (int i = 0; i < static_cast<int>(clients_.size()); ++i) {
@@ -120,7 +150,6 @@ class Bench {
     std::uint64_t count;
     const std::vector<std::optional<Algorithm>>& algorithms;  // one row each
     int timed;                                                // iterations after the warmup
-    std::vector<std::byte> expected;                          // every rank's correct result
   };
 
   // What the ranks' threads record of one size, each thread in its own slots.
@@ -140,28 +169,31 @@ class Bench {
     double wire_error = -1;  // with a wire type, on the process that drives rank 0
   };
 
-  // The thread of clients_[i]: its buffer, every iteration's ops, then (with a wire type) the
+  // The thread of clients_[i]: its buffers, every iteration's ops, then (with a wire type) the
   // error of one more op. A client's failure ends the thread and is kept in tally.errors[i].
   void run_rank(int i, const SizeRun& run, Tally& tally) {
     Client& client = clients_[i];
     // Beside a daemon bound with --cpus (gradsync local binds them), this thread's wake-ups
     // land on the core the daemon just wrote the result from.
     client.bind_thread_beside_daemon();
-    const std::vector<std::byte> pristine = pattern(client.rank(), run.count);
+    const BenchOp op(collective_, type_, op_, options_.root, client.rank(), client.world_size(),
+                     run.count);
     // Shared memory unless --copy: what a training framework that allocates its gradient
-    // buckets with Client::allocate gets.
+    // buckets with Client::allocate gets. An output (a collective that is not in place) is
+    // the caller's memory, as a framework's would be.
     std::vector<std::byte> private_copy;
+    std::vector<std::byte> output(op.output_bytes());
     SharedTensor shared;
     std::byte* data = nullptr;
     try {
       if (options_.copy) {
-        private_copy.resize(pristine.size());
+        private_copy.resize(op.data_bytes());
         data = private_copy.data();
-      } else {
-        shared = client.allocate(pristine.size());
+      } else if (op.data_bytes() > 0) {
+        shared = client.allocate(op.data_bytes());
         data = shared.data();
       }
-      time_ops(i, pristine, data, run, tally);
+      time_ops(i, op, data, output.data(), run, tally);
       if (wire_) {
         const double error = measure_wire_error(client, type_, op_, *wire_, run.count);
         if (client.rank() == 0) tally.wire_error = error;
@@ -171,34 +203,33 @@ class Bench {
     }
   }
 
-  // The warmup and timed iterations of clients_[i] on `data`, refilled from `pristine` before
-  // every op.
-  void time_ops(int i, const std::vector<std::byte>& pristine, std::byte* data, const SizeRun& run,
+  // The warmup and timed iterations of clients_[i]'s `op` on `data` and `output`, the input
+  // refilled before every op.
+  void time_ops(int i, const BenchOp& op, std::byte* data, std::byte* output, const SizeRun& run,
                 Tally& tally) {
     Client& client = clients_[i];
     const std::size_t kinds = run.algorithms.size();
     OpOptions op_options;
     op_options.op = op_;
     op_options.wire = wire_;
+    op_options.root = options_.root;
     for (int iteration = 0; iteration < options_.warmup + run.timed; ++iteration) {
       for (std::size_t turn = 0; turn < kinds; ++turn) {
         const std::size_t k = (turn + static_cast<std::size_t>(iteration)) % kinds;
         op_options.algorithm = run.algorithms[k];
-        std::copy(pristine.begin(), pristine.end(), data);
+        op.refill(data);
         // Every rank starts the timed op together: a row times the op, not the ranks (or
         // the other ranks' copies and checks) arriving at different times.
         client.barrier();
         const auto start = std::chrono::steady_clock::now();
-        Handle handle = client.allreduce_async(data, run.count, type_, op_options);
+        Handle handle = submit(client, op, data, output, op_options);
         handle.wait();
         const auto stop = std::chrono::steady_clock::now();
         if (i == 0) ++tally.used[k][handle.algorithm()];
         if (iteration < options_.warmup) continue;
         tally.times[i][k].push_back(
             std::chrono::duration<double, std::micro>(stop - start).count());
-        // memcmp: std::equal on std::byte compiles to a byte loop, which took 18% of all
-        // CPU in a 1 MiB run, stolen from ranks still inside their op.
-        if (std::memcmp(data, run.expected.data(), run.expected.size()) != 0) ++tally.wrong[i][k];
+        if (!op.right(data, output)) ++tally.wrong[i][k];
       }
     }
   }
@@ -214,11 +245,14 @@ class Bench {
     std::vector<double> slowest = slowest_rank_times(tally.times, k);
     BenchRow row = make_row(run.count * size, run.count,
                             forced ? std::string(name(*forced)) : "auto:" + std::string(name(ran)),
-                            median(slowest), hosts);
+                            median(slowest), hosts, collective_);
     // The model prices the bytes that cross the network.
     const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
     row.predicted_us =
-        predicted_us(plan_, {Collective::allreduce, hosts, run.count, wire_size}, ran);
+        predicted_us(plan_,
+                     {collective_, hosts, bench_op_count(collective_, hosts, run.count), wire_size,
+                      host_layout(plan_).host_of(options_.root)},
+                     ran);
     row.iterations = static_cast<int>(slowest.size());
     for (const auto& rank_wrong : tally.wrong) row.wrong += rank_wrong[k];
     // An op past the bound is wrong; the bound holds for any algorithm.
@@ -229,69 +263,10 @@ class Bench {
     }
     return row;
   }
-  // Rank r's tensor: element i is (r + i) mod 4, in the bench's dtype.
-  std::vector<std::byte> pattern(int rank, std::uint64_t count) const {
-    std::vector<std::byte> data(count * element_size(type_));
-    const std::vector<std::byte> values[4] = {small_integer(0), small_integer(1), small_integer(2),
-                                              small_integer(3)};
-    for (std::uint64_t i = 0; i < count; ++i) {
-      const auto& value = values[(static_cast<std::uint64_t>(rank) + i) % 4];
-      std::copy(value.begin(), value.end(), data.begin() + i * value.size());
-    }
-    return data;
-  }
-
-  // The integer k in the bench's dtype, built with the kernels (k ones summed), so that every
-  // dtype works without a conversion table.
-  std::vector<std::byte> small_integer(int k) const {
-    const std::size_t size = element_size(type_);
-    std::vector<std::byte> one(size);
-    // 1 is 1 in every integer type; for floats build it from its bits.
-    switch (type_) {
-      case DataType::f32:
-        one = bytes_of<std::uint32_t>(0x3f800000u);
-        break;
-      case DataType::f64:
-        one = bytes_of<std::uint64_t>(0x3ff0000000000000ull);
-        break;
-      case DataType::f16:
-        one = bytes_of<std::uint16_t>(0x3c00);
-        break;
-      case DataType::bf16:
-        one = bytes_of<std::uint16_t>(0x3f80);
-        break;
-      default:
-        one[0] = std::byte{1};
-        break;
-    }
-    std::vector<std::byte> value(size);
-    for (int i = 0; i < k; ++i) {
-      reduce(type_, ReduceOp::sum, value.data(), value.data(), one.data(), 1);
-    }
-    return value;
-  }
-
-  template <typename T>
-  static std::vector<std::byte> bytes_of(T bits) {
-    std::vector<std::byte> bytes(sizeof(T));
-    std::memcpy(bytes.data(), &bits, sizeof(T));
-    return bytes;
-  }
-
-  // Every rank's pattern reduced in rank order, then finalized as the daemons do.
-  std::vector<std::byte> reference(std::uint64_t count, int p) const {
-    std::vector<std::byte> result = pattern(0, count);
-    for (int r = 1; r < p; ++r) {
-      const std::vector<std::byte> next = pattern(r, count);
-      reduce(type_, op_, result.data(), result.data(), next.data(), count);
-    }
-    finalize_average(type_, op_, result.data(), count, p);
-    return result;
-  }
-
   const BenchOptions& options_;
   std::vector<Client> clients_;
   GroupPlan plan_;  // for the predicted column
+  Collective collective_;
   DataType type_;
   ReduceOp op_;
   std::optional<DataType> wire_;
@@ -339,8 +314,13 @@ std::pair<std::uint64_t, std::uint64_t> size_range(const BenchOptions& options) 
 }
 
 // --wire, checked against the dtype and op; nullopt: the values travel as the dtype.
-std::optional<DataType> wire_type(const BenchOptions& options, DataType type, ReduceOp op) {
+std::optional<DataType> wire_type(const BenchOptions& options, Collective collective, DataType type,
+                                  ReduceOp op) {
   if (options.wire.empty()) return std::nullopt;
+  if (collective != Collective::allreduce) {
+    throw CLI::ValidationError("--wire",
+                               "the bench measures a wire type's error on allreduce only");
+  }
   const std::optional<DataType> wire = parse_data_type(options.wire);
   if (Status status = check_wire_type(Collective::allreduce, type, op, *wire); !status.ok()) {
     throw CLI::ValidationError("--wire", status.message());
@@ -348,14 +328,21 @@ std::optional<DataType> wire_type(const BenchOptions& options, DataType type, Re
   return wire;
 }
 
-// The rows of each size for --algorithm (auto, all, or one algorithm); nullopt is auto.
-std::vector<std::optional<Algorithm>> algorithms_to_run(const std::string& algorithm) {
+// The rows of each size for --algorithm (auto, all, or one algorithm that runs `collective`);
+// nullopt is auto.
+std::vector<std::optional<Algorithm>> algorithms_to_run(const std::string& algorithm,
+                                                        Collective collective) {
   std::vector<std::optional<Algorithm>> algorithms;
   if (algorithm == "all" || algorithm == "auto") algorithms.push_back(std::nullopt);
   if (algorithm == "all") {
-    for (Algorithm each : algorithms_for(Collective::allreduce)) algorithms.push_back(each);
+    for (Algorithm each : algorithms_for(collective)) algorithms.push_back(each);
   } else if (algorithm != "auto") {
-    algorithms.push_back(*parse_algorithm(algorithm));
+    const Algorithm forced = *parse_algorithm(algorithm);
+    if (!supports(collective, forced)) {
+      throw CLI::ValidationError("--algorithm",
+                                 algorithm + " cannot run " + std::string(name(collective)));
+    }
+    algorithms.push_back(forced);
   }
   return algorithms;
 }
@@ -392,14 +379,17 @@ int run_bench(BenchOptions options) {
   const std::vector<std::string> sockets = socket_paths(options.sockets, "--sockets");
   const auto [min_bytes, max_bytes] = size_range(options);
   if (options.small_iters == 0) options.small_iters = options.iters;
+  const Collective collective = *parse_collective(options.collective);
   const DataType type = *parse_data_type(options.dtype);
   const ReduceOp op = *parse_reduce_op(options.op);
-  if (const std::string_view why = why_op_cannot_reduce(type, op); !why.empty()) {
+  if (const std::string_view why = why_op_cannot_reduce(type, op);
+      reduces(collective) && !why.empty()) {
     throw CLI::ValidationError(
         "--op", options.op + " cannot reduce " + options.dtype + " values: " + std::string(why));
   }
-  const std::optional<DataType> wire = wire_type(options, type, op);
-  const std::vector<std::optional<Algorithm>> algorithms = algorithms_to_run(options.algorithm);
+  const std::optional<DataType> wire = wire_type(options, collective, type, op);
+  const std::vector<std::optional<Algorithm>> algorithms =
+      algorithms_to_run(options.algorithm, collective);
   if (options.dry_run) {
     std::printf("gradsync bench: %zu sockets, %s to %s, algorithm %s: the options are valid\n",
                 sockets.size(), options.min_bytes.c_str(), options.max_bytes.c_str(),
@@ -417,11 +407,16 @@ int run_bench(BenchOptions options) {
   }
   const bool prints = clients.front().rank() == 0;
   const int world_size = clients.front().world_size();
+  if (options.root >= world_size) {
+    std::fprintf(stderr, "gradsync bench: --root %d is not a rank of a group of %d\n", options.root,
+                 world_size);
+    return 2;
+  }
   if (options.model_given) {
     plan.network = NetworkModel::uniform(options.alpha_us, options.beta_us_per_byte);
     plan.calibration.clear();
   }
-  Bench bench(options, std::move(clients), plan, type, op, wire);
+  Bench bench(options, std::move(clients), plan, collective, type, op, wire);
   std::vector<BenchRow> rows;
   try {
     for (double bytes = static_cast<double>(min_bytes); bytes <= static_cast<double>(max_bytes);
@@ -437,9 +432,10 @@ int run_bench(BenchOptions options) {
   if (prints) {
     const double error_bound = wire ? wire_error_bound(*wire, type, world_size) : -1;
     const std::string note = bench_note(options, plan, world_size, wire.has_value(), error_bound);
-    const BenchSetup setup{
-        "gradsync bench", world_size,          options.dtype,  options.op, options.wire,
-        options.iters,    options.small_iters, options.warmup, note,       error_bound};
+    const BenchSetup setup{"gradsync bench",    world_size,        options.dtype,
+                           options.op,          options.wire,      options.iters,
+                           options.small_iters, options.warmup,    note,
+                           error_bound,         options.collective};
     print_bench_table(setup, rows);
     if (options.algorithm == "all") print_auto_against_best(rows);
     if (!options.json_path.empty()) write_bench_json(options.json_path, setup, rows);
@@ -454,12 +450,19 @@ int run_bench(BenchOptions options) {
 void add_bench_command(CLI::App& app, std::function<int()>& action) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* command =
-      app.add_subcommand("bench", "All-reduce over a sweep of sizes; a table on rank 0");
+      app.add_subcommand("bench", "A collective over a sweep of sizes; a table on rank 0");
   command
       ->add_option("--sockets", options->sockets,
                    "Daemon sockets of the ranks this process drives, comma-separated "
                    "(gradsync local sets GRADSYNC_SOCKETS to every rank's)")
       ->envname("GRADSYNC_SOCKETS");
+  command
+      ->add_option("--collective", options->collective,
+                   "The collective to time (a size is its count's bytes; all-to-all's blocks "
+                   "are a world size's share of it)")
+      ->check(CLI::IsMember(config::names_of(kAllCollectives, {Collective::barrier})));
+  command->add_option("--root", options->root, "The root of broadcast, reduce, gather, scatter")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--dtype", options->dtype, "Element type")
       ->check(CLI::IsMember(config::names_of(kAllDataTypes)));
   command->add_option("--op", options->op, "Reduce op")
@@ -470,7 +473,7 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
                    "the dtype)")
       ->check(CLI::IsMember({"bf16", "f16"}));
   command->add_option("--algorithm", options->algorithm, "auto, all, or one algorithm")
-      ->check(CLI::IsMember(config::algorithm_choices({"auto", "all"}, Collective::allreduce)));
+      ->check(CLI::IsMember(config::algorithm_choices({"auto", "all"})));
   command->add_option("--min-bytes", options->min_bytes, "Smallest size (e.g. 4, 64KiB)");
   command->add_option("--max-bytes", options->max_bytes, "Largest size (e.g. 64MiB)");
   command->add_option("--step-factor", options->step_factor, "Size multiplier between rows")

@@ -8,15 +8,28 @@
 
 namespace gradsync::cli {
 
+double bus_factor(Collective collective, int world_size) {
+  const double p = world_size;
+  switch (collective) {
+    case Collective::allreduce:
+      return 2 * (p - 1) / p;
+    case Collective::broadcast:
+    case Collective::reduce:
+      return 1;
+    default:
+      return (p - 1) / p;
+  }
+}
+
 BenchRow make_row(std::uint64_t bytes, std::uint64_t count, std::string algorithm, double time_us,
-                  int world_size) {
+                  int world_size, Collective collective) {
   BenchRow row;
   row.bytes = bytes;
   row.count = count;
   row.algorithm = std::move(algorithm);
   row.time_us = time_us;
   row.algbw = time_us > 0 ? static_cast<double>(bytes) / time_us / 1e3 : 0;
-  row.busbw = row.algbw * 2.0 * (world_size - 1) / world_size;
+  row.busbw = row.algbw * bus_factor(collective, world_size);
   return row;
 }
 
@@ -32,10 +45,10 @@ void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& row
   }
   const std::string wire = setup.wire.empty() ? "" : " sent as " + setup.wire;
   std::printf(
-      "# %s: allreduce, %d ranks, %s %s%s, %s after %d warm-up; time is the median of the "
+      "# %s: %s, %d ranks, %s %s%s, %s after %d warm-up; time is the median of the "
       "slowest rank\n",
-      setup.system.c_str(), setup.world_size, setup.dtype.c_str(), setup.op.c_str(), wire.c_str(),
-      iterations.c_str(), setup.warmup);
+      setup.system.c_str(), setup.collective.c_str(), setup.world_size, setup.dtype.c_str(),
+      setup.op.c_str(), wire.c_str(), iterations.c_str(), setup.warmup);
   if (!setup.note.empty()) std::printf("# %s\n", setup.note.c_str());
   const bool errors = !setup.wire.empty();
   std::printf("%12s %12s %6s %6s %-24s %12s %8s %8s %12s %7s%s\n", "size(B)", "count", "type",
@@ -60,7 +73,7 @@ void write_bench_json(const std::string& path, const BenchSetup& setup,
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const BenchRow& row : rows) {
     nlohmann::ordered_json entry = {{"system", setup.system},
-                                    {"collective", "allreduce"},
+                                    {"collective", setup.collective},
                                     {"ranks", setup.world_size},
                                     {"bytes", row.bytes},
                                     {"count", row.count},

@@ -1,10 +1,13 @@
-// The rows an all-reduce benchmark prints, in the columns of nccl-tests (docs/architecture.md §16),
-// shared by `gradsync bench` and the peer benchmarks (bench/peers) so that their tables line up.
+// The rows a collective's benchmark prints, in the columns of nccl-tests (docs/architecture.md
+// §16), shared by `gradsync bench` and the peer benchmarks (bench/peers) so that their tables line
+// up.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "collective/types.h"
 
 namespace gradsync::cli {
 
@@ -14,7 +17,7 @@ struct BenchRow {
   std::string algorithm;
   double time_us = 0;
   double algbw = 0;          // GB/s: bytes / time
-  double busbw = 0;          // GB/s: algbw · 2(p − 1)/p
+  double busbw = 0;          // GB/s: algbw · bus_factor()
   double predicted_us = -1;  // negative: no model
   int wrong = 0;             // results that differ from the exact reference
   int iterations = 0;        // timed samples behind time_us
@@ -34,6 +37,7 @@ struct BenchSetup {
   int warmup = 0;
   std::string note;         // one more header line, if any
   double error_bound = -1;  // with a wire type: what BenchRow::error may be (wire_error_bound)
+  std::string collective = "allreduce";
 };
 
 // Rows up to this size take their own (larger) number of timed iterations: such an op lasts
@@ -44,9 +48,15 @@ inline constexpr std::uint64_t kSmallRowMaxBytes = 64 << 10;
 // The timed iterations of a row of `bytes`.
 int timed_iterations(std::uint64_t bytes, int iters, int small_iters);
 
-// Fills algbw and busbw from bytes, time and the world size.
+// What busbw is of algbw, as nccl-tests counts it: the bytes the busiest link carries in the
+// bandwidth-optimal algorithm, over the op's size: 2(p − 1)/p for all-reduce, (p − 1)/p for the
+// collectives that move each rank's part once (reduce-scatter, all-gather, all-to-all, gather,
+// scatter), 1 for broadcast and reduce.
+double bus_factor(Collective collective, int world_size);
+
+// Fills algbw and busbw from bytes, time, the collective and the world size.
 BenchRow make_row(std::uint64_t bytes, std::uint64_t count, std::string algorithm, double time_us,
-                  int world_size);
+                  int world_size, Collective collective = Collective::allreduce);
 void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& rows);
 void write_bench_json(const std::string& path, const BenchSetup& setup,
                       const std::vector<BenchRow>& rows);

@@ -1,5 +1,6 @@
 // `gradsync bench` under `gradsync local`, run as a process the way a user runs it: every row's
-// result is checked, and rows up to 64 KiB take --small-iters timed iterations.
+// result is checked for every collective, and rows up to 64 KiB take --small-iters timed
+// iterations.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -67,6 +68,38 @@ TEST(BenchCommand, AWireTypesRowsMeasureTheirErrorWithinTheBound) {
     EXPECT_NEAR(row["error_bound"].get<double>(), 0.011764, 1e-5) << row.dump();
     EXPECT_LE(row["error"].get<double>(), row["error_bound"].get<double>()) << row.dump();
   }
+}
+
+// Every collective the client has, timed and checked on every rank: its rows name it, and a
+// rooted one runs from the root asked for.
+TEST(BenchCommand, EveryCollectiveIsTimedAndItsResultsChecked) {
+  for (const std::string collective :
+       {"reduce_scatter", "allgather", "broadcast", "alltoall", "reduce", "gather", "scatter"}) {
+    nlohmann::json rows;
+    const auto result = run_bench(
+        3,
+        "--collective " + collective +
+            " --root 2 --min-bytes 4 --max-bytes 1MiB --step-factor 64 --iters 2 --warmup 1",
+        rows);
+    ASSERT_EQ(result.exit_code, 0) << collective << ": " << result.err << result.out;
+    EXPECT_NE(result.out.find("# gradsync bench: " + collective + ", 3 ranks"), std::string::npos)
+        << result.out;
+    ASSERT_TRUE(rows.is_array()) << result.out;
+    ASSERT_EQ(rows.size(), 4u) << rows.dump(2);
+    for (const auto& row : rows) {
+      EXPECT_EQ(row["collective"], collective) << row.dump();
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+    }
+  }
+}
+
+TEST(BenchCommand, ARootThatIsNoRankIsRefused) {
+  nlohmann::json rows;
+  const auto result = run_bench(2, "--collective gather --root 2 --iters 1", rows);
+  EXPECT_EQ(result.exit_code, 2) << result.out;
+  EXPECT_NE(result.err.find("gradsync bench: --root 2 is not a rank of a group of 2"),
+            std::string::npos)
+      << result.err;
 }
 
 }  // namespace

@@ -54,6 +54,10 @@ class Cached {
 
 int main(int argc, char** argv) {
   const auto options = gradsync::peers::parse_sweep(argc, argv, "gloo_allreduce");
+  if (options.collective != "allreduce") {
+    std::fprintf(stderr, "gloo_allreduce: times allreduce only\n");
+    return 2;
+  }
   const std::string algorithm = options.algorithm.empty() ? "default" : options.algorithm;
   if (algorithm != "default" && algorithm != "ring_chunked" && algorithm != "halving_doubling") {
     std::fprintf(stderr, "gloo_allreduce: --algorithm default, ring_chunked or halving_doubling\n");

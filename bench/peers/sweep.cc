@@ -16,7 +16,8 @@ namespace {
 [[noreturn]] void usage(const std::string& program, const std::string& problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s [--min-bytes N] [--max-bytes N] [--step-factor F] [--iters N] "
-               "[--small-iters N] [--warmup N] [--json FILE] [--algorithm A]\n",
+               "[--small-iters N] [--warmup N] [--json FILE] [--algorithm A] [--collective C] "
+               "[--root R]\n",
                program.c_str(), problem.c_str(), program.c_str());
   std::exit(2);
 }
@@ -66,6 +67,10 @@ SweepOptions parse_sweep(int argc, char** argv, const std::string& program) {
       options.json_path = value;
     } else if (flag == "--algorithm") {
       options.algorithm = value;
+    } else if (flag == "--collective") {
+      options.collective = value;
+    } else if (flag == "--root" && std::atoi(value.c_str()) >= 0) {
+      options.root = std::atoi(value.c_str());
     } else {
       usage(program, "bad option '" + std::string(flag) + " " + value + "'");
     }

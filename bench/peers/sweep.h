@@ -18,10 +18,12 @@ struct SweepOptions {
   int warmup = 5;
   std::string json_path;
   std::string algorithm;  // the program's own choice, where it has several
+  std::string collective = "allreduce";  // where the program has several
+  int root = 0;
 };
 
-// --min-bytes --max-bytes --step-factor --iters --small-iters --warmup --json --algorithm; exits
-// with a message on anything else.
+// --min-bytes --max-bytes --step-factor --iters --small-iters --warmup --json --algorithm
+// --collective --root; exits with a message on anything else.
 SweepOptions parse_sweep(int argc, char** argv, const std::string& program);
 
 // f32 element counts of the sweep, as gradsync bench makes them.
