@@ -344,7 +344,8 @@ def report(setups, results, notes, found, options, command):
                                            in ("broadcast", "reduce", "gather", "scatter") else "")
              + f", f32 sum; {options.iters} timed iterations per size ({options.small_iters} "
              f"up to 64 KiB, whose short ops give a noisy median over few) after {options.warmup} "
-             f"warm-up; time = median over iterations of the slowest rank, then the median over "
+             f"warm-up; time = median over iterations of the op's time from the first rank's start to the "
+             f"last rank's end (one clock: the machine's wall clock), then the median over "
              f"{options.repetitions} interleaved repetitions; busbw = bytes/time · nccl-tests' factor "
              f"for the collective (all-reduce 2(H−1)/H, broadcast and reduce 1, the others "
              f"(H−1)/H) over the H hosts' links (H = p with one rank per host).",

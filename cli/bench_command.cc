@@ -59,18 +59,6 @@ struct BenchOptions {
   bool model_given = false;
 };
 
-// Per timed iteration of row k, the slowest rank's time; `times` is [rank][row][iteration].
-std::vector<double> slowest_rank_times(const std::vector<std::vector<std::vector<double>>>& times,
-                                       std::size_t k) {
-  std::vector<double> slowest(times[0][k].size(), 0.0);
-  for (const auto& rank_times : times) {
-    for (std::size_t n = 0; n < slowest.size(); ++n) {
-      slowest[n] = std::max(slowest[n], rank_times[k][n]);
-    }
-  }
-  return slowest;
-}
-
 Handle submit(Client& client, const BenchOp& op, std::byte* data, std::byte* output,
               const OpOptions& options) {
   const std::uint64_t count = op.count();
@@ -124,7 +112,8 @@ class Bench {
   // taking turns (one op of each, then the next, each iteration starting one further along), so
   // that what slows a stretch of time (another process, a busy core) or follows a particular
   // algorithm slows them all alike and their rows compare like with like. A row's time is the
-  // median over iterations of the slowest rank's time.
+  // median over iterations of the op's time, from the first rank's start to the last rank's end
+  // (op_spans).
   std::vector<BenchRow> measure(std::uint64_t bytes,
                                 const std::vector<std::optional<Algorithm>>& algorithms) {
     const std::uint64_t count = std::max<std::uint64_t>(bytes / element_size(type_), 1);
@@ -155,14 +144,16 @@ class Bench {
   // What the ranks' threads record of one size, each thread in its own slots.
   struct Tally {
     Tally(std::size_t local, std::size_t kinds)
-        : times(local, std::vector<std::vector<double>>(kinds)),
+        : starts(kinds, std::vector<std::vector<double>>(local)),
+          stops(kinds, std::vector<std::vector<double>>(local)),
           wrong(local, std::vector<int>(kinds, 0)),
           errors(local),
           used(kinds) {}
 
-    // [rank][algorithm]: the times of its timed iterations, its wrong results
-    std::vector<std::vector<std::vector<double>>> times;
-    std::vector<std::vector<int>> wrong;
+    // [algorithm][rank]: when each timed iteration's op began and ended (wall_clock_us)
+    std::vector<std::vector<std::vector<double>>> starts;
+    std::vector<std::vector<std::vector<double>>> stops;
+    std::vector<std::vector<int>> wrong;  // [rank][algorithm]: its wrong results
     std::vector<std::string> errors;
     // What rank 0's ops of each row ran: auto's may vary, as the table explores and refines.
     std::vector<std::map<Algorithm, int>> used;
@@ -194,6 +185,7 @@ class Bench {
         data = shared.data();
       }
       time_ops(i, op, data, output.data(), run, tally);
+      share_times(client, i, tally);
       if (wire_) {
         const double error = measure_wire_error(client, type_, op_, *wire_, run.count);
         if (client.rank() == 0) tally.wire_error = error;
@@ -203,8 +195,8 @@ class Bench {
     }
   }
 
-  // The warmup and timed iterations of clients_[i]'s `op` on `data` and `output`, the input
-  // refilled before every op.
+  // The warmup and timed iterations of clients_[i]'s `op` on `data` and `output`, both refilled
+  // before every op.
   void time_ops(int i, const BenchOp& op, std::byte* data, std::byte* output, const SizeRun& run,
                 Tally& tally) {
     Client& client = clients_[i];
@@ -217,20 +209,42 @@ class Bench {
       for (std::size_t turn = 0; turn < kinds; ++turn) {
         const std::size_t k = (turn + static_cast<std::size_t>(iteration)) % kinds;
         op_options.algorithm = run.algorithms[k];
-        op.refill(data);
+        op.refill(data, output);
         // Every rank starts the timed op together: a row times the op, not the ranks (or
         // the other ranks' copies and checks) arriving at different times.
         client.barrier();
-        const auto start = std::chrono::steady_clock::now();
+        const double start = wall_clock_us();
         Handle handle = submit(client, op, data, output, op_options);
         handle.wait();
-        const auto stop = std::chrono::steady_clock::now();
+        const double stop = wall_clock_us();
         if (i == 0) ++tally.used[k][handle.algorithm()];
         if (iteration < options_.warmup) continue;
-        tally.times[i][k].push_back(
-            std::chrono::duration<double, std::micro>(stop - start).count());
+        tally.starts[k][i].push_back(start);
+        tally.stops[k][i].push_back(stop);
         if (!op.right(data, output)) ++tally.wrong[i][k];
       }
+    }
+  }
+
+  // Makes clients_[i]'s starts and stops those of the whole group: the earliest start and the
+  // latest stop of each iteration on any rank, whichever process drives it (under deploy/lan.sh
+  // every host's process drives its own ranks).
+  void share_times(Client& client, int i, Tally& tally) {
+    std::vector<double> latest;
+    for (const auto& stops : tally.stops)
+      latest.insert(latest.end(), stops[i].begin(), stops[i].end());
+    for (const auto& starts : tally.starts) {
+      for (const double start : starts[i]) latest.push_back(-start);
+    }
+    OpOptions maximum;
+    maximum.op = ReduceOp::max;
+    client.allreduce(latest.data(), latest.size(), DataType::f64, maximum);
+    auto next = latest.begin();
+    for (auto& stops : tally.stops) {
+      for (double& stop : stops[i]) stop = *next++;
+    }
+    for (auto& starts : tally.starts) {
+      for (double& start : starts[i]) start = -*next++;
     }
   }
 
@@ -242,10 +256,10 @@ class Bench {
     const int hosts = plan_.world_size;
     const std::optional<Algorithm>& forced = run.algorithms[k];
     const Algorithm ran = most_used(tally.used[k], forced.value_or(Algorithm::ring));
-    std::vector<double> slowest = slowest_rank_times(tally.times, k);
+    std::vector<double> spans = op_spans(tally.starts[k], tally.stops[k]);
     BenchRow row = make_row(run.count * size, run.count,
                             forced ? std::string(name(*forced)) : "auto:" + std::string(name(ran)),
-                            median(slowest), hosts, collective_);
+                            median(spans), hosts, collective_);
     // The model prices the bytes that cross the network.
     const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
     row.predicted_us =
@@ -253,7 +267,7 @@ class Bench {
                      {collective_, hosts, bench_op_count(collective_, hosts, run.count), wire_size,
                       host_layout(plan_).host_of(options_.root)},
                      ran);
-    row.iterations = static_cast<int>(slowest.size());
+    row.iterations = static_cast<int>(spans.size());
     for (const auto& rank_wrong : tally.wrong) row.wrong += rank_wrong[k];
     // An op past the bound is wrong; the bound holds for any algorithm.
     row.error = tally.wire_error;

@@ -159,8 +159,9 @@ BenchOp::BenchOp(Collective collective, DataType type, ReduceOp op, int root, in
   if (collective == Collective::scatter) output_bytes_ = mine.count * size;
 }
 
-void BenchOp::refill(std::byte* data) const {
+void BenchOp::refill(std::byte* data, std::byte* output) const {
   if (!pristine_.empty()) std::memcpy(data, pristine_.data(), pristine_.size());
+  if (output_bytes_ > 0) std::memset(output, 0xa5, output_bytes_);
 }
 
 bool BenchOp::right(const std::byte* data, const std::byte* output) const {

@@ -32,8 +32,9 @@ class BenchOp {
   // The rank's buffer (in place, or the input) and its output buffer, in bytes.
   std::size_t data_bytes() const { return pristine_.size(); }
   std::size_t output_bytes() const { return output_bytes_; }
-  // Refills `data` with the rank's input, as every op starts.
-  void refill(std::byte* data) const;
+  // Refills `data` with the rank's input and overwrites `output`, as every op starts: a result
+  // the op did not deliver must not pass for the last op's.
+  void refill(std::byte* data, std::byte* output) const;
   // Whether the op left the result it must in `data` and `output`.
   bool right(const std::byte* data, const std::byte* output) const;
 

@@ -1,12 +1,34 @@
 #include "cli/bench_report.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 namespace gradsync::cli {
+
+double wall_clock_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<double> op_spans(const std::vector<std::vector<double>>& starts,
+                             const std::vector<std::vector<double>>& stops) {
+  std::vector<double> spans;
+  for (std::size_t iteration = 0; !starts.empty() && iteration < starts[0].size(); ++iteration) {
+    double first_start = starts[0][iteration];
+    double last_stop = stops[0][iteration];
+    for (std::size_t rank = 1; rank < starts.size(); ++rank) {
+      first_start = std::min(first_start, starts[rank][iteration]);
+      last_stop = std::max(last_stop, stops[rank][iteration]);
+    }
+    spans.push_back(last_stop - first_start);
+  }
+  return spans;
+}
 
 double bus_factor(Collective collective, int world_size) {
   const double p = world_size;
@@ -45,8 +67,8 @@ void print_bench_table(const BenchSetup& setup, const std::vector<BenchRow>& row
   }
   const std::string wire = setup.wire.empty() ? "" : " sent as " + setup.wire;
   std::printf(
-      "# %s: %s, %d ranks, %s %s%s, %s after %d warm-up; time is the median of the "
-      "slowest rank\n",
+      "# %s: %s, %d ranks, %s %s%s, %s after %d warm-up; time is the median, from the first "
+      "rank's start to the last rank's end\n",
       setup.system.c_str(), setup.collective.c_str(), setup.world_size, setup.dtype.c_str(),
       setup.op.c_str(), wire.c_str(), iterations.c_str(), setup.warmup);
   if (!setup.note.empty()) std::printf("# %s\n", setup.note.c_str());

@@ -15,7 +15,7 @@ struct BenchRow {
   std::uint64_t bytes = 0;
   std::uint64_t count = 0;
   std::string algorithm;
-  double time_us = 0;
+  double time_us = 0;        // the median op_spans()
   double algbw = 0;          // GB/s: bytes / time
   double busbw = 0;          // GB/s: algbw · bus_factor()
   double predicted_us = -1;  // negative: no model
@@ -53,6 +53,18 @@ int timed_iterations(std::uint64_t bytes, int iters, int small_iters);
 // collectives that move each rank's part once (reduce-scatter, all-gather, all-to-all, gather,
 // scatter), 1 for broadcast and reduce.
 double bus_factor(Collective collective, int world_size);
+
+// Now on the wall clock, in microseconds: the same in every process of a machine (and its network
+// namespaces), and across machines as close as their clocks are kept, so that an op's time can
+// run from the first rank's start to the last rank's end. A rank's own time misses what it did
+// not wait for: a scatter's root is done once its bytes are in the kernel's buffers, and a
+// receiver that leaves the barrier late starts its clock with the bytes already on the way.
+double wall_clock_us();
+
+// Per iteration, the op's time: from the earliest rank's start to the latest rank's end, given
+// by rank as [rank][iteration].
+std::vector<double> op_spans(const std::vector<std::vector<double>>& starts,
+                             const std::vector<std::vector<double>>& stops);
 
 // Fills algbw and busbw from bytes, time, the collective and the world size.
 BenchRow make_row(std::uint64_t bytes, std::uint64_t count, std::string algorithm, double time_us,

@@ -105,27 +105,29 @@ int main(int argc, char** argv) {
     auto* output_bytes = reinterpret_cast<std::byte*>(output.data());
     const int timed =
         gradsync::cli::timed_iterations(count * sizeof(float), options.iters, options.small_iters);
-    std::vector<double> us;
-    int wrong = 0;
+    gradsync::peers::RankTimes times;
     for (int iteration = 0; iteration < options.warmup + timed; ++iteration) {
-      op.refill(data_bytes);
+      op.refill(data_bytes, output_bytes);
       MPI_Barrier(MPI_COMM_WORLD);
-      const double start = MPI_Wtime();
+      const double start = gradsync::cli::wall_clock_us();
       run_op(op, rank, options.root, chunks, data.data(), output.data());
-      const double stop = MPI_Wtime();
+      const double stop = gradsync::cli::wall_clock_us();
       if (iteration < options.warmup) continue;
-      us.push_back((stop - start) * 1e6);
-      if (!op.right(data_bytes, output_bytes)) ++wrong;
+      times.starts_us.push_back(start);
+      times.stops_us.push_back(stop);
+      if (!op.right(data_bytes, output_bytes)) ++times.wrong;
     }
-    std::vector<double> slowest(us.size());
-    MPI_Reduce(us.data(), slowest.data(), static_cast<int>(us.size()), MPI_DOUBLE, MPI_MAX, 0,
-               MPI_COMM_WORLD);
-    int all_wrong = 0;
-    MPI_Reduce(&wrong, &all_wrong, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-    auto row = gradsync::cli::make_row(count * 4, count, label, gradsync::cli::median(slowest),
+    // The wrong results of every rank count; MAX keeps one rank's, which says as much: wrong.
+    const std::vector<double> input = gradsync::peers::span_reduction_input(times);
+    std::vector<double> reduced(input.size());
+    MPI_Allreduce(input.data(), reduced.data(), static_cast<int>(input.size()), MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD);
+    int wrong = 0;
+    std::vector<double> spans = gradsync::peers::spans_of_reduction(reduced, wrong);
+    auto row = gradsync::cli::make_row(count * 4, count, label, gradsync::cli::median(spans),
                                        world_size, *collective);
-    row.wrong = all_wrong;
-    row.iterations = static_cast<int>(slowest.size());
+    row.wrong = wrong;
+    row.iterations = static_cast<int>(spans.size());
     rows.push_back(row);
   }
   if (rank == 0) {

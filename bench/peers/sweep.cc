@@ -101,14 +101,31 @@ RankTimes time_iterations(std::uint64_t count, int rank, int world_size,
   for (int iteration = 0; iteration < options.warmup + timed; ++iteration) {
     data = pristine;
     barrier();
-    const auto start = std::chrono::steady_clock::now();
+    const double start = cli::wall_clock_us();
     allreduce(data.data(), count);
-    const auto stop = std::chrono::steady_clock::now();
+    const double stop = cli::wall_clock_us();
     if (iteration < options.warmup) continue;
-    times.us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
+    times.starts_us.push_back(start);
+    times.stops_us.push_back(stop);
     if (std::memcmp(data.data(), expected.data(), count * sizeof(float)) != 0) ++times.wrong;
   }
   return times;
+}
+
+std::vector<double> span_reduction_input(const RankTimes& times) {
+  std::vector<double> input = times.stops_us;
+  for (const double start : times.starts_us) input.push_back(-start);
+  input.push_back(times.wrong);
+  return input;
+}
+
+std::vector<double> spans_of_reduction(const std::vector<double>& reduced, int& wrong) {
+  const std::size_t iterations = (reduced.size() - 1) / 2;
+  std::vector<double> spans;
+  for (std::size_t i = 0; i < iterations; ++i)
+    spans.push_back(reduced[i] + reduced[iterations + i]);
+  wrong = static_cast<int>(reduced.back());
+  return spans;
 }
 
 }  // namespace gradsync::peers

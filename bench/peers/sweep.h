@@ -17,7 +17,7 @@ struct SweepOptions {
   int small_iters = 0;  // rows of at most 64 KiB (cli::kSmallRowMaxBytes); 0: as many as iters
   int warmup = 5;
   std::string json_path;
-  std::string algorithm;  // the program's own choice, where it has several
+  std::string algorithm;                 // the program's own choice, where it has several
   std::string collective = "allreduce";  // where the program has several
   int root = 0;
 };
@@ -30,9 +30,17 @@ SweepOptions parse_sweep(int argc, char** argv, const std::string& program);
 std::vector<std::uint64_t> sweep_counts(const SweepOptions& options);
 
 struct RankTimes {
-  std::vector<double> us;  // one per timed iteration
-  int wrong = 0;           // iterations whose result was not the exact sum
+  // One per timed iteration: when its op began and ended (cli::wall_clock_us).
+  std::vector<double> starts_us;
+  std::vector<double> stops_us;
+  int wrong = 0;  // iterations whose result was not the exact sum
 };
+
+// What a program reduces with MAX over its ranks to learn each iteration's op time (from the
+// earliest start to the latest end): the stops, the starts negated, then the wrong count.
+std::vector<double> span_reduction_input(const RankTimes& times);
+// The op times and the wrong count, from that reduction's output.
+std::vector<double> spans_of_reduction(const std::vector<double>& reduced, int& wrong);
 
 // Runs warmup + timed in-place sums of `count` floats through `allreduce`, refilling the input
 // (element i of rank r is (r + i) mod 4) and passing `barrier` before each (so that a row times

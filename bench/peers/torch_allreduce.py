@@ -43,24 +43,28 @@ while bytes_ <= options.max_bytes:
     index = torch.arange(count, dtype=torch.int64)
     pristine = ((index + rank) % 4).to(torch.float32)
     expected = sum(((index + r) % 4) for r in range(world_size)).to(torch.float32)
-    times, wrong = [], 0
+    starts, stops, wrong = [], [], 0
     timed = small_iters if count * 4 <= 64 << 10 else options.iters
     for iteration in range(options.warmup + timed):
         data = pristine.clone()
         dist.barrier()  # a row times the op, not the ranks arriving at different times
-        start = time.perf_counter()
+        # The wall clock, as cli::wall_clock_us(): an op's time runs from the first rank's start
+        # to the last rank's end.
+        start = time.clock_gettime(time.CLOCK_REALTIME) * 1e6
         dist.all_reduce(data, op=dist.ReduceOp.SUM)
-        elapsed = (time.perf_counter() - start) * 1e6
+        stop = time.clock_gettime(time.CLOCK_REALTIME) * 1e6
         if iteration >= options.warmup:
-            times.append(elapsed)
+            starts.append(start)
+            stops.append(stop)
             wrong += 0 if torch.equal(data, expected) else 1
-    slowest = torch.tensor(times + [wrong], dtype=torch.float64)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    median = statistics.median(slowest[:-1].tolist())
+    reduced = torch.tensor(stops + [-s for s in starts] + [wrong], dtype=torch.float64)
+    dist.all_reduce(reduced, op=dist.ReduceOp.MAX)
+    spans = [reduced[i].item() + reduced[len(stops) + i].item() for i in range(len(stops))]
+    median = statistics.median(spans)
     algbw = count * 4 / median / 1e3
     rows.append({"bytes": count * 4, "count": count, "time_us": median, "algbw_gbps": algbw,
                  "busbw_gbps": algbw * 2 * (world_size - 1) / world_size,
-                 "wrong": int(slowest[-1]), "iterations": timed})
+                 "wrong": int(reduced[-1]), "iterations": timed})
     bytes_ *= options.step_factor
 
 if rank == 0:
@@ -68,7 +72,8 @@ if rank == 0:
     if small_iters != options.iters:
         iterations += f" ({small_iters} up to 64 KiB)"
     print(f"# torch.distributed (gloo): allreduce, {world_size} ranks, f32 sum, {iterations} "
-          f"after {options.warmup} warm-up; time is the median of the slowest rank")
+          f"after {options.warmup} warm-up; time is the median, from the first rank's start to "
+          f"the last rank's end")
     print(f"{'size(B)':>12} {'count':>12} {'type':>6} {'redop':>6} {'algorithm':<24} "
           f"{'time(us)':>12} {'algbw':>8} {'busbw':>8} {'predicted':>12} {'#wrong':>7}")
     for row in rows:
