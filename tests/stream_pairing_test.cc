@@ -292,12 +292,6 @@ TEST_F(StreamPairingTest, ANewGenerationFailsTheOpsThatWaitedAndStartsEveryStrea
       << "the streams start at 1 again: " << last_failure_.message();
 }
 
-}  // namespace
-}  // namespace gradsync::daemon
-
-namespace gradsync::daemon {
-namespace {
-
 // Ranks 4, 5 and 6 are this daemon's local ranks 0, 1 and 2; rank 9 is on another host.
 TEST_F(StreamPairingTest, ASubgroupsStreamWaitsForItsMembersOnlyAndRunsThemInItsOrder) {
   const StreamName tensor_parallel{"j", "tp"};
@@ -338,12 +332,6 @@ TEST_F(StreamPairingTest, AClientOfASubgroupItIsNotInOrThatNamesOtherMembersIsRe
   EXPECT_NE(whole.message().find("names every rank"), std::string::npos) << whole.message();
   EXPECT_TRUE(pairing_.claim(2, 22, 102, pair, {4, 6}).ok());
 }
-
-}  // namespace
-}  // namespace gradsync::daemon
-
-namespace gradsync::daemon {
-namespace {
 
 // A stream's consecutive clients on a local rank are numbered: their ops' keys differ at every
 // place, past the end of the job that had them, and the numbers start again in a new generation.
