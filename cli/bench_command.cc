@@ -19,12 +19,11 @@
 #include <vector>
 
 #include "cli/bench_op.h"
+#include "cli/bench_options.h"
 #include "cli/bench_report.h"
 #include "cli/connect_clients.h"
-#include "cli/size_list.h"
 #include "cli/wire_error.h"
 #include "client/full_plan.h"
-#include "collective/algorithms.h"
 #include "collective/cost_model.h"
 #include "collective/reduce_kernels.h"
 #include "collective/wire_type.h"
@@ -33,31 +32,6 @@
 namespace gradsync::cli {
 
 namespace {
-
-struct BenchOptions {
-  std::string sockets;  // comma-separated, rank order; default: $GRADSYNC_SOCKETS
-  std::string collective = "allreduce";
-  int root = 0;
-  std::string dtype = "f32";
-  std::string op = "sum";
-  std::string wire;  // empty: the values travel as the dtype
-  std::string algorithm = "auto";
-  std::string min_bytes = "4";
-  std::string max_bytes = "64MiB";
-  double step_factor = 4;
-  int iters = 20;
-  int small_iters = 0;  // 0: as many as iters
-  int warmup = 5;
-  std::string json_path;
-  // Given (both or neither): the predicted column uses them instead of the group's measured plan.
-  double alpha_us = 0;
-  double beta_us_per_byte = 0;
-  int connect_timeout_ms = 0;
-  bool dry_run = false;
-  bool copy = false;
-
-  bool model_given = false;
-};
 
 Handle submit(Client& client, const BenchOp& op, std::byte* data, std::byte* output,
               const OpOptions& options) {
@@ -311,54 +285,6 @@ void print_auto_against_best(const std::vector<BenchRow>& rows) {
     std::printf("auto against the best forced algorithm: at worst %.2fx (at %llu bytes)\n", worst,
                 static_cast<unsigned long long>(worst_bytes));
   }
-}
-
-// --min-bytes and --max-bytes, checked.
-std::pair<std::uint64_t, std::uint64_t> size_range(const BenchOptions& options) {
-  const auto min_bytes = parse_size(options.min_bytes);
-  const auto max_bytes = parse_size(options.max_bytes);
-  if (!min_bytes || *min_bytes == 0) {
-    throw CLI::ValidationError("--min-bytes", "'" + options.min_bytes + "' is not a size > 0");
-  }
-  if (!max_bytes || *max_bytes < *min_bytes) {
-    throw CLI::ValidationError("--max-bytes",
-                               "'" + options.max_bytes + "' is not a size >= --min-bytes");
-  }
-  return {*min_bytes, *max_bytes};
-}
-
-// --wire, checked against the dtype and op; nullopt: the values travel as the dtype.
-std::optional<DataType> wire_type(const BenchOptions& options, Collective collective, DataType type,
-                                  ReduceOp op) {
-  if (options.wire.empty()) return std::nullopt;
-  if (collective != Collective::allreduce) {
-    throw CLI::ValidationError("--wire",
-                               "the bench measures a wire type's error on allreduce only");
-  }
-  const std::optional<DataType> wire = parse_data_type(options.wire);
-  if (Status status = check_wire_type(Collective::allreduce, type, op, *wire); !status.ok()) {
-    throw CLI::ValidationError("--wire", status.message());
-  }
-  return wire;
-}
-
-// The rows of each size for --algorithm (auto, all, or one algorithm that runs `collective`);
-// nullopt is auto.
-std::vector<std::optional<Algorithm>> algorithms_to_run(const std::string& algorithm,
-                                                        Collective collective) {
-  std::vector<std::optional<Algorithm>> algorithms;
-  if (algorithm == "all" || algorithm == "auto") algorithms.push_back(std::nullopt);
-  if (algorithm == "all") {
-    for (Algorithm each : algorithms_for(collective)) algorithms.push_back(each);
-  } else if (algorithm != "auto") {
-    const Algorithm forced = *parse_algorithm(algorithm);
-    if (!supports(collective, forced)) {
-      throw CLI::ValidationError("--algorithm",
-                                 algorithm + " cannot run " + std::string(name(collective)));
-    }
-    algorithms.push_back(forced);
-  }
-  return algorithms;
 }
 
 // The line above the table: which model the predicted column is, how busbw counts hosts, and
