@@ -55,9 +55,12 @@ void send_abort(PeerMesh& mesh, int peer, const ExecuteOptions& options, std::ui
               deadline);
 }
 
-// By mesh rank, whether it takes part in the op.
+// By mesh rank, whether it takes part in a subgroup's op; empty for an op of every rank, which
+// allocates nothing.
 std::vector<bool> takes_part(const PeerMesh& mesh, const ExecuteOptions& options) {
-  std::vector<bool> result(mesh.world_size(), options.members.empty());
+  std::vector<bool> result;
+  if (options.members.empty()) return result;
+  result.resize(static_cast<std::size_t>(mesh.world_size()), false);
   for (const int member : options.members) result[member] = true;
   return result;
 }
@@ -126,7 +129,9 @@ class OpRun {
     return workspace_.scratch.data();
   }
 
-  bool is_peer(int rank) const { return rank != mesh_.rank() && takes_part_[rank]; }
+  bool is_peer(int rank) const {
+    return rank != mesh_.rank() && (takes_part_.empty() || takes_part_[rank]);
+  }
 
   // Runs the current round until all its transfers are done.
   Status transfer() {
@@ -564,7 +569,7 @@ class OpRun {
   std::vector<std::optional<net::Clock::time_point>> stalled_since_;
   std::vector<std::optional<OpKey>> other_job_;  // by peer: an op of another job it sent
   std::uint64_t peers_count_ = 0;                // the largest op count of this op's peers' frames
-  const std::vector<bool> takes_part_;           // by mesh rank
+  const std::vector<bool> takes_part_;           // by mesh rank; empty: every rank
   std::vector<std::byte> trash_;
   std::vector<std::byte> abort_text_;
   std::vector<net::ChannelInterest> interests_;  // what each wait watches, and what it found
@@ -590,7 +595,7 @@ void announce_failure(PeerMesh& mesh, const ExecuteOptions& options, const Statu
   const auto deadline = net::Deadline::after(std::chrono::seconds(1));
   const std::vector<bool> told = takes_part(mesh, options);
   for (int peer = 0; peer < mesh.world_size(); ++peer) {
-    if (peer == mesh.rank() || !told[peer] || mesh.peer(peer).lost()) continue;
+    if (peer == mesh.rank() || (!told.empty() && !told[peer]) || mesh.peer(peer).lost()) continue;
     send_abort(mesh, peer, options, 0, reason, deadline);
   }
 }
