@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/alltoallv_splits.h"
 #include "client/client_connection.h"
 #include "client/full_plan.h"
 #include "collective/group_plan.h"
@@ -257,6 +258,36 @@ Handle Client::alltoall_async(const void* input, void* output, std::size_t block
   return Handle(open()->submit(submission, options));
 }
 
+Handle Client::alltoallv_async(const void* input, std::span<const std::uint64_t> send_counts,
+                               void* output, std::span<const std::uint64_t> recv_counts,
+                               DataType type, const OpOptions& options) {
+  const int p = world_size();
+  if (send_counts.size() != static_cast<std::size_t>(p) ||
+      recv_counts.size() != static_cast<std::size_t>(p)) {
+    throw ClientError(Status(ErrorCode::invalid_argument,
+                             "alltoallv takes a send and a receive count for each of the " +
+                                 std::to_string(p) + " ranks; got " +
+                                 std::to_string(send_counts.size()) + " and " +
+                                 std::to_string(recv_counts.size())));
+  }
+  // Every rank's counts, so that every rank has the whole matrix and checks it alike.
+  const std::uint64_t row_length = splits_row_length(p);
+  std::vector<std::uint64_t> rows(row_length * static_cast<std::uint64_t>(p));
+  const std::vector<std::uint64_t> row = splits_row(send_counts, recv_counts);
+  OpOptions counts_options;
+  counts_options.timeout = options.timeout;
+  counts_options.name = options.name;
+  allgather(row.data(), rows.data(), rows.size(), DataType::i64, counts_options);
+  std::vector<std::uint64_t> splits;
+  if (Status agreed = splits_from_rows(rows, p, splits); !agreed.ok()) throw ClientError(agreed);
+  const OpShape shape = alltoallv_shape(p, std::move(splits), element_size(type));
+  const std::uint64_t sent = data_bytes(shape, rank());
+  Submission submission{shape, type,   input, splits_bytes(shape), sent, output,
+                        splits_bytes(shape) + sent, output_bytes(shape, rank())};
+  submission.splits = submission.shape.splits;
+  return Handle(open()->submit(submission, options));
+}
+
 Handle Client::reduce_async(void* data, std::size_t count, DataType type,
                             const OpOptions& options) {
   const std::uint64_t bytes = count * element_size(type);
@@ -313,6 +344,12 @@ void Client::allgather(const void* input, void* output, std::size_t count, DataT
 void Client::broadcast(void* data, std::size_t count, DataType type, const OpOptions& options) {
   broadcast_async(data, count, type, options).wait();
 }
+void Client::alltoallv(const void* input, std::span<const std::uint64_t> send_counts,
+                       void* output, std::span<const std::uint64_t> recv_counts, DataType type,
+                       const OpOptions& options) {
+  alltoallv_async(input, send_counts, output, recv_counts, type, options).wait();
+}
+
 void Client::alltoall(const void* input, void* output, std::size_t block_count, DataType type,
                       const OpOptions& options) {
   alltoall_async(input, output, block_count, type, options).wait();

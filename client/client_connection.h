@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <span>
 #include <vector>
 
 #include "client/gradsync_client.h"
@@ -85,6 +86,8 @@ struct Submission {
   void* output = nullptr;
   std::uint64_t output_offset = 0;
   std::uint64_t output_bytes = 0;
+  // alltoallv: its splits, which lead the region (collective/schedule.h: splits_bytes).
+  std::span<const std::uint64_t> splits;
 };
 
 class ClientConnection {
@@ -180,7 +183,9 @@ class ClientConnection {
                                                      " ops in flight within this op's timeout"));
       }
     }
-    const std::uint64_t bytes = data_bytes(submission.shape) + output_bytes(submission.shape);
+    const std::uint64_t bytes = splits_bytes(submission.shape) +
+                                data_bytes(submission.shape, rank_) +
+                                output_bytes(submission.shape, rank_);
     auto state = std::make_shared<OpState>();
     state->request_id = next_request_id_++;
     state->connection = this;
@@ -197,6 +202,10 @@ class ClientConnection {
       state->output_bytes = 0;
     } else if (bytes > 0) {
       state->region = &acquire_region(bytes);
+      if (!submission.splits.empty()) {
+        std::memcpy(state->region->memory.data(), submission.splits.data(),
+                    submission.splits.size_bytes());
+      }
       if (submission.input_bytes > 0) {
         std::memcpy(state->region->memory.data() + submission.input_offset, submission.input,
                     submission.input_bytes);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -238,6 +239,16 @@ class Client {
                 const OpOptions& options = {});
   Handle alltoall_async(const void* input, void* output, std::size_t block_count, DataType type,
                         const OpOptions& options = {});
+  // `input` holds send_counts[j] elements for each rank j, back to back in rank order; `output`
+  // receives recv_counts[i] elements from each rank i, the same way. Rank i's send_counts[j] must
+  // equal rank j's recv_counts[i]: the call first all-gathers every rank's counts (so the async
+  // form waits for that), and counts that disagree fail on every rank, naming the pairs.
+  void alltoallv(const void* input, std::span<const std::uint64_t> send_counts, void* output,
+                 std::span<const std::uint64_t> recv_counts, DataType type,
+                 const OpOptions& options = {});
+  Handle alltoallv_async(const void* input, std::span<const std::uint64_t> send_counts,
+                         void* output, std::span<const std::uint64_t> recv_counts, DataType type,
+                         const OpOptions& options = {});
   // In place on options.root: `data` holds `count` elements on entry, and on the root their
   // reduction on return; the other ranks' `data` is left as it was.
   void reduce(void* data, std::size_t count, DataType type, const OpOptions& options = {});

@@ -8,10 +8,14 @@ namespace gradsync {
 
 OpShape table_shape(Collective collective, int world_size, std::uint64_t bytes) {
   if (collective == Collective::barrier) return {collective, world_size, 0, 4};
-  const std::uint64_t count = collective == Collective::alltoall
-                                  ? std::max<std::uint64_t>(bytes / 4 / world_size, 1)
-                                  : std::max<std::uint64_t>(bytes / 4, 1);
-  return {collective, world_size, count, 4};
+  if (collective == Collective::alltoall || collective == Collective::alltoallv) {
+    const std::uint64_t block = std::max<std::uint64_t>(bytes / 4 / world_size, 1);
+    if (collective == Collective::alltoall) return {collective, world_size, block, 4};
+    // The table's alltoallv is the all-to-all of the same bytes.
+    const auto pairs = static_cast<std::size_t>(world_size) * static_cast<std::size_t>(world_size);
+    return alltoallv_shape(world_size, std::vector<std::uint64_t>(pairs, block), 4);
+  }
+  return {collective, world_size, std::max<std::uint64_t>(bytes / 4, 1), 4};
 }
 
 AlgorithmTable AlgorithmTable::build(int world_size, const Chooser& choose) {

@@ -40,6 +40,9 @@ Schedule direct_alltoall(int rank, int world_size, std::uint64_t block_count,
                          std::size_t element_size);
 Schedule bruck_alltoall(int rank, int world_size, std::uint64_t block_count,
                         std::size_t element_size);
+// The direct exchange of an alltoallv shape (OpShape::splits): round k sends rank r's block for
+// r+k and receives rank r−k's block for r, each as long as its split.
+Schedule direct_alltoallv(const OpShape& shape, int rank);
 Schedule dissemination_barrier(int rank, int world_size);
 
 // The algorithms that can run `collective`, in the order ties are broken when choosing.

@@ -7,6 +7,9 @@
 // position with bit k set to rank r + 2^k, where it keeps its position; after ⌈log₂p⌉ rounds
 // position j at rank r holds the block that rank r−j sent to r. Round 0 moves positions {1, 3},
 // round 1 positions {2, 3}. ⌈log₂p⌉(α + β·m·p/2): few latencies, so it wins for short blocks.
+//
+// Alltoallv runs the direct exchange with a block per pair as long as its split; Bruck would carry
+// blocks of unequal lengths through ranks that do not know them.
 #include "collective/algorithms.h"
 #include "collective/math_util.h"
 
@@ -34,6 +37,33 @@ Schedule direct_alltoall(int rank, int world_size, std::uint64_t block_count,
     round.send((r + k) % p, block(schedule, BufferId::data, (r + k) % p));
     round.recv_copy(positive_mod(r - k, p),
                     block(schedule, BufferId::output, positive_mod(r - k, p)));
+  }
+  return schedule;
+}
+
+Schedule direct_alltoallv(const OpShape& shape, int rank) {
+  Schedule schedule = empty_schedule(shape, Algorithm::direct, rank);
+  const int p = shape.world_size;
+  const int r = rank;
+  // Where each block starts: rank r's tensor is its row of splits, its output its column.
+  std::vector<std::uint64_t> sent_from(p + 1, 0);
+  std::vector<std::uint64_t> received_at(p + 1, 0);
+  for (int j = 0; j < p; ++j) {
+    sent_from[j + 1] = sent_from[j] + split(shape, r, j);
+    received_at[j + 1] = received_at[j] + split(shape, j, r);
+  }
+  const auto sent = [&](int to) {
+    return schedule.span(Chunk{sent_from[to], sent_from[to + 1] - sent_from[to]}, BufferId::data);
+  };
+  const auto received = [&](int from) {
+    return schedule.span(Chunk{received_at[from], received_at[from + 1] - received_at[from]},
+                         BufferId::output);
+  };
+  schedule.add_round().copy(sent(r), received(r));
+  for (int k = 1; k < p; ++k) {
+    Round& round = k == 1 ? schedule.rounds.back() : schedule.add_round();
+    round.send((r + k) % p, sent((r + k) % p));
+    round.recv_copy(positive_mod(r - k, p), received(positive_mod(r - k, p)));
   }
   return schedule;
 }

@@ -11,6 +11,7 @@ std::span<const Algorithm> algorithms_for(Collective collective) {
   static constexpr Algorithm kRing[] = {Algorithm::ring};
   static constexpr Algorithm kTree[] = {Algorithm::tree};
   static constexpr Algorithm kAlltoall[] = {Algorithm::direct, Algorithm::bruck};
+  static constexpr Algorithm kDirect[] = {Algorithm::direct};
   static constexpr Algorithm kBarrier[] = {Algorithm::dissemination};
   static constexpr Algorithm kReduce[] = {Algorithm::tree, Algorithm::ring};
   switch (collective) {
@@ -27,6 +28,8 @@ std::span<const Algorithm> algorithms_for(Collective collective) {
       return kReduce;
     case Collective::alltoall:
       return kAlltoall;
+    case Collective::alltoallv:
+      return kDirect;
     case Collective::barrier:
       return kBarrier;
   }
@@ -67,6 +70,8 @@ Schedule build_schedule(const OpShape& shape, Algorithm algorithm, int rank) {
     case Collective::alltoall:
       return algorithm == Algorithm::direct ? direct_alltoall(rank, p, n, size)
                                             : bruck_alltoall(rank, p, n, size);
+    case Collective::alltoallv:
+      return direct_alltoallv(shape, rank);
     case Collective::barrier:
       return dissemination_barrier(rank, p);
     case Collective::reduce:

@@ -159,6 +159,7 @@ double closed_form_time_us(Collective collective, Algorithm algorithm, int world
     case Collective::broadcast:
       return log_p * (alpha + beta * n);
     case Collective::alltoall:
+    case Collective::alltoallv:  // as if every block were as long as the longest
       return algorithm == Algorithm::direct ? (p - 1) * (alpha + beta * n)
                                             : log_p * (alpha + beta * n * p / 2);
     case Collective::barrier:

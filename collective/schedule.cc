@@ -1,9 +1,12 @@
 #include "collective/schedule.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <numeric>
 
 #include "collective/check.h"
+#include "collective/math_util.h"
 
 namespace gradsync {
 
@@ -35,7 +38,48 @@ Span Schedule::span(Chunk chunk, BufferId buffer) const {
   return Span{buffer, chunk.offset * shape.element_size, chunk.count * shape.element_size};
 }
 
+std::uint64_t split(const OpShape& shape, int from, int to) {
+  GRADSYNC_CHECK_EQ(shape.splits.size(), static_cast<std::size_t>(shape.world_size) *
+                                             static_cast<std::size_t>(shape.world_size));
+  return shape.splits[static_cast<std::size_t>(from) * static_cast<std::size_t>(shape.world_size) +
+                      static_cast<std::size_t>(to)];
+}
+
+std::uint64_t splits_bytes(const OpShape& shape) {
+  return shape.collective == Collective::alltoallv
+             ? static_cast<std::uint64_t>(shape.world_size) *
+                   static_cast<std::uint64_t>(shape.world_size) * sizeof(std::uint64_t)
+             : 0;
+}
+
+std::uint64_t splits_digest(const OpShape& shape) {
+  static_assert(std::endian::native == std::endian::little, "the digest is of little-endian bytes");
+  return fnv1a(shape.splits.data(), shape.splits.size() * sizeof(std::uint64_t));
+}
+
+OpShape alltoallv_shape(int world_size, std::vector<std::uint64_t> splits,
+                        std::size_t element_size) {
+  const std::uint64_t most =
+      splits.empty() ? 0 : *std::max_element(splits.begin(), splits.end());
+  return {Collective::alltoallv, world_size, most, element_size, 0, std::move(splits)};
+}
+
+std::uint64_t data_bytes(const OpShape& shape, int rank) {
+  if (shape.collective != Collective::alltoallv) return data_bytes(shape);
+  std::uint64_t elements = 0;
+  for (int to = 0; to < shape.world_size; ++to) elements += split(shape, rank, to);
+  return elements * shape.element_size;
+}
+
+std::uint64_t output_bytes(const OpShape& shape, int rank) {
+  if (shape.collective != Collective::alltoallv) return output_bytes(shape);
+  std::uint64_t elements = 0;
+  for (int from = 0; from < shape.world_size; ++from) elements += split(shape, from, rank);
+  return elements * shape.element_size;
+}
+
 std::uint64_t data_bytes(const OpShape& shape) {
+  GRADSYNC_CHECK(shape.collective != Collective::alltoallv);
   switch (shape.collective) {
     case Collective::alltoall:
       return static_cast<std::uint64_t>(shape.world_size) * shape.count * shape.element_size;
@@ -47,6 +91,7 @@ std::uint64_t data_bytes(const OpShape& shape) {
 }
 
 std::uint64_t output_bytes(const OpShape& shape) {
+  GRADSYNC_CHECK(shape.collective != Collective::alltoallv);
   return shape.collective == Collective::alltoall ? data_bytes(shape) : 0;
 }
 
@@ -59,10 +104,12 @@ Schedule empty_schedule(const OpShape& shape, Algorithm algorithm, int rank) {
   schedule.shape = shape;
   schedule.algorithm = algorithm;
   schedule.rank = rank;
-  schedule.buffer_bytes[static_cast<int>(BufferId::data)] = data_bytes(shape);
-  schedule.buffer_bytes[static_cast<int>(BufferId::output)] = output_bytes(shape);
+  schedule.buffer_bytes[static_cast<int>(BufferId::data)] = data_bytes(shape, rank);
+  schedule.buffer_bytes[static_cast<int>(BufferId::output)] = output_bytes(shape, rank);
   const BufferId result_buffer =
-      shape.collective == Collective::alltoall ? BufferId::output : BufferId::data;
+      shape.collective == Collective::alltoall || shape.collective == Collective::alltoallv
+          ? BufferId::output
+          : BufferId::data;
   schedule.result = Span{result_buffer, 0, schedule.size_of(result_buffer)};
   switch (shape.collective) {
     case Collective::reduce:

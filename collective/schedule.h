@@ -90,10 +90,14 @@ struct OpShape {
   // Elements of the tensor: the whole tensor for allreduce, reduce_scatter, allgather, broadcast,
   // reduce, gather and scatter (whose ranks each have one chunk of its balanced partition); the
   // elements sent to each destination for alltoall (the tensor is world_size blocks of that);
+  // for alltoallv the most that one rank sends another, which is what the cost model reads;
   // unused for barrier.
   std::uint64_t count = 0;
   std::size_t element_size = 4;
   int root = 0;  // the collectives that have one (has_root())
+  // alltoallv only: world_size² counts, row-major, splits[i · world_size + j] the elements rank i
+  // sends rank j. Rank i's tensor is its row's blocks back to back, its output its column's.
+  std::vector<std::uint64_t> splits = {};
 };
 
 struct Schedule {
@@ -110,9 +114,24 @@ struct Schedule {
   Round& add_round() { return rounds.emplace_back(); }
 };
 
-// Bytes of the caller's tensor and of the output buffer for an op of this shape.
+// Bytes of rank `rank`'s tensor and of its output buffer for an op of this shape.
+std::uint64_t data_bytes(const OpShape& shape, int rank);
+std::uint64_t output_bytes(const OpShape& shape, int rank);
+// The same for the collectives whose sizes are every rank's (all but alltoallv).
 std::uint64_t data_bytes(const OpShape& shape);
 std::uint64_t output_bytes(const OpShape& shape);
+
+// alltoallv: the elements rank `from` sends rank `to`.
+std::uint64_t split(const OpShape& shape, int from, int to);
+// alltoallv: the bytes of its splits, which lead the op's region (docs/architecture.md §5.4);
+// 0 for every other collective.
+std::uint64_t splits_bytes(const OpShape& shape);
+// alltoallv: a tag of its splits (FNV-1a of their little-endian bytes), which every rank's op
+// carries so that ranks whose splits differ fail with a mismatch.
+std::uint64_t splits_digest(const OpShape& shape);
+// alltoallv: an alltoallv shape of `splits` (world_size² counts, row-major: OpShape::splits).
+OpShape alltoallv_shape(int world_size, std::vector<std::uint64_t> splits,
+                        std::size_t element_size);
 
 // A schedule whose buffers are sized for `shape` and that has no rounds yet.
 Schedule empty_schedule(const OpShape& shape, Algorithm algorithm, int rank);

@@ -128,6 +128,8 @@ std::string_view name(Collective collective) {
       return "gather";
     case Collective::scatter:
       return "scatter";
+    case Collective::alltoallv:
+      return "alltoallv";
   }
   std::abort();
 }

@@ -32,7 +32,8 @@ enum class Collective : std::uint8_t {
   barrier,
   reduce,  // the reduction, on the root only
   gather,  // rank r's chunk of the balanced partition, to the root
-  scatter  // the root's chunk r of the balanced partition, to rank r
+  scatter,   // the root's chunk r of the balanced partition, to rank r
+  alltoallv  // all-to-all whose every ordered pair of ranks has its own count (OpShape::splits)
 };
 enum class Algorithm : std::uint8_t {
   tree,              // binomial tree reduce + broadcast
@@ -54,7 +55,8 @@ inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, Redu
 inline constexpr Collective kAllCollectives[] = {
     Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
     Collective::broadcast, Collective::alltoall,       Collective::barrier,
-    Collective::reduce,    Collective::gather,         Collective::scatter};
+    Collective::reduce,    Collective::gather,         Collective::scatter,
+    Collective::alltoallv};
 inline constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::tree,   Algorithm::hypercube, Algorithm::ring,          Algorithm::halving_doubling,
     Algorithm::direct, Algorithm::bruck,     Algorithm::dissemination, Algorithm::probe};

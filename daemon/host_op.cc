@@ -32,6 +32,7 @@ bool needs_staging(const OpShape& global, const HostLayout& layout) {
       }
       return false;
     case Collective::alltoall:
+    case Collective::alltoallv:
       return !layout.flat();
     default:
       return false;
@@ -49,6 +50,18 @@ OpShape shape_between_hosts(const OpShape& global, const HostLayout& layout) {
   between.world_size = layout.hosts();
   if (has_root(global.collective)) between.root = layout.host_of(global.root);
   if (!needs_staging(global, layout)) return between;
+  if (global.collective == Collective::alltoallv) {
+    // Host g sends host h every split from one of g's ranks to one of h's.
+    const int hosts = layout.hosts();
+    std::vector<std::uint64_t> splits(static_cast<std::size_t>(hosts) * hosts, 0);
+    for (int from = 0; from < layout.world_size(); ++from) {
+      for (int to = 0; to < layout.world_size(); ++to) {
+        splits[static_cast<std::size_t>(layout.host_of(from)) * hosts + layout.host_of(to)] +=
+            split(global, from, to);
+      }
+    }
+    return alltoallv_shape(hosts, std::move(splits), global.element_size);
+  }
   if (global.collective == Collective::alltoall) {
     const auto most = static_cast<std::uint64_t>(layout.most_local_ranks());
     between.count = most * most * global.count;
@@ -76,13 +89,14 @@ HostOp::HostOp(const OpShape& global, DataType dtype, ReduceOp op, const HostLay
     block_ = global_.collective == Collective::alltoall
                  ? between_.count
                  : between_.count / static_cast<std::uint64_t>(layout.hosts());
-    const std::uint64_t bytes = data_bytes(between_) + output_bytes(between_);
+    const std::uint64_t sent = data_bytes(between_, host_);
+    const std::uint64_t bytes = sent + output_bytes(between_, host_);
     if (staging.size() < bytes) staging.resize(bytes);
-    buffers_ = {staging.data(), staging.data() + data_bytes(between_)};
+    buffers_ = {staging.data(), staging.data() + sent};
     return;
   }
   std::byte* own = regions_[own_local()];
-  buffers_ = {own, own != nullptr ? own + data_bytes(global_) : nullptr};
+  buffers_ = {own, own != nullptr ? own + data_bytes(global_, first_ + own_local()) : nullptr};
 }
 
 bool HostOp::staged() const { return needs_staging(global_, layout_); }
@@ -162,6 +176,9 @@ void HostOp::gather() {
                    part.count * size);
       }
       return;
+    case Collective::alltoallv:
+      if (staged()) stage_alltoallv(true);
+      return;
     case Collective::alltoall: {
       if (!staged()) return;
       const int most = layout_.most_local_ranks();
@@ -235,6 +252,9 @@ void HostOp::scatter() {
         copy_bytes(at(regions_[local], mine.offset), from, mine.count * size);
       }
       return;
+    case Collective::alltoallv:
+      if (staged()) stage_alltoallv(false);
+      return;
     case Collective::alltoall: {
       if (!staged()) return;
       const int most = layout_.most_local_ranks();
@@ -255,6 +275,37 @@ void HostOp::scatter() {
     }
     default:
       return;
+  }
+}
+
+void HostOp::stage_alltoallv(bool outgoing) {
+  // Host g's block for host h holds, for each of g's ranks a in turn, its blocks for each of h's
+  // ranks b in turn; the receiving host reads it in the same order.
+  const int locals = static_cast<int>(regions_.size());
+  const auto block_offset = [&](int rank, int peer, bool sent) {
+    std::uint64_t elements = 0;
+    for (int before = 0; before < peer; ++before) {
+      elements += sent ? split(global_, rank, before) : split(global_, before, rank);
+    }
+    return elements;
+  };
+  std::byte* staged = outgoing ? buffers_.data : buffers_.output;
+  for (int host = 0; host < layout_.hosts(); ++host) {
+    const int first = layout_.first_rank(host);
+    for (int outer = 0; outer < (outgoing ? locals : layout_.local_ranks(host)); ++outer) {
+      for (int inner = 0; inner < (outgoing ? layout_.local_ranks(host) : locals); ++inner) {
+        const int from = outgoing ? first_ + outer : first + outer;
+        const int to = outgoing ? first + inner : first_ + inner;
+        const std::uint64_t bytes = split(global_, from, to) * global_.element_size;
+        if (outgoing) {
+          copy_bytes(staged, at(regions_[outer], block_offset(from, to, true)), bytes);
+        } else {
+          std::byte* output = regions_[inner] + data_bytes(global_, to);
+          copy_bytes(at(output, block_offset(to, from, false)), staged, bytes);
+        }
+        staged += bytes;
+      }
+    }
   }
 }
 

@@ -13,6 +13,8 @@
 //   root's host gathers into (or scatters from) the root's region.
 // - all-to-all: with one rank per host, in the region; otherwise every host sends each other one
 //   portion of (local ranks)² blocks, staged.
+// - alltoallv: as all-to-all, each block as long as its split; the hosts' op has the hosts'
+//   splits, each the sum of its ranks' pairs.
 // - barrier: between hosts, once every local rank has come.
 // Averages are over every rank: the executor divides by the layout's world size.
 #pragma once
@@ -56,6 +58,9 @@ class HostOp {
   // Staged: where element `from_element` of host `host`'s part lies in the staging buffer.
   std::byte* staged_block(int host, std::uint64_t from_element) const;
   std::byte* at(std::byte* base, std::uint64_t elements) const;
+  // Staged alltoallv: the local ranks' blocks into the staging buffer, one block per host
+  // (outgoing), or the blocks from every host out to the local ranks' outputs.
+  void stage_alltoallv(bool outgoing);
 
   OpShape global_;
   OpShape between_;

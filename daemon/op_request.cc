@@ -1,5 +1,6 @@
 #include "daemon/op_request.h"
 
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -39,7 +40,38 @@ proto::SubmitOp submit_op_from(const net::QueuedOp& queued) {
   return op;
 }
 
-Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
+namespace {
+
+// alltoallv: its splits, world_size² u64 at the start of its region, copied into `shape`.
+Status read_splits(const PendingOp& pending, std::uint64_t most, OpShape& shape) {
+  const std::uint64_t bytes = splits_bytes(shape);
+  if (!pending.region || pending.region->size() < bytes) {
+    return invalid("an alltoallv of " + std::to_string(shape.world_size) +
+                   " ranks needs its region to start with its " +
+                   std::to_string(bytes / sizeof(std::uint64_t)) + " splits (" +
+                   std::to_string(bytes) + " bytes); region " +
+                   std::to_string(pending.op.region_id()) +
+                   (pending.region ? " has " + std::to_string(pending.region->size())
+                                   : std::string(" is not this daemon's")));
+  }
+  std::vector<std::uint64_t> splits(bytes / sizeof(std::uint64_t));
+  std::memcpy(splits.data(), pending.region->data(), bytes);
+  for (std::size_t index = 0; index < splits.size(); ++index) {
+    if (splits[index] > most) {
+      const auto p = static_cast<std::size_t>(shape.world_size);
+      return invalid("alltoallv split from rank " + std::to_string(index / p) + " to rank " +
+                     std::to_string(index % p) + " is " + std::to_string(splits[index]) +
+                     " elements, more than any region holds");
+    }
+  }
+  shape = alltoallv_shape(shape.world_size, std::move(splits), shape.element_size);
+  return {};
+}
+
+}  // namespace
+
+Status prepare_op(const PendingOp& pending, int rank, const HostLayout& layout,
+                  const GroupPlan& plan,
                   const Subgroup* subgroup, std::optional<Algorithm> forced,
                   engine::ExecuteOptions& options, OpShape& shape, std::uint64_t& table_bytes) {
   table_bytes = 0;
@@ -61,6 +93,9 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
   if (shape.count > most) {
     return invalid("a count of " + std::to_string(shape.count) + " " + std::string(name(*dtype)) +
                    " is more bytes than any region holds");
+  }
+  if (*collective == Collective::alltoallv) {
+    if (Status status = read_splits(pending, most, shape); !status.ok()) return status;
   }
   // The collectives that only move data take every type, whatever operator the request names.
   if (reduces(*collective)) {
@@ -85,7 +120,8 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
     return invalid("root " + std::to_string(op.root()) + " is not a rank of a group of " +
                    std::to_string(world_size));
   }
-  const std::uint64_t bytes = data_bytes(shape) + output_bytes(shape);
+  const std::uint64_t bytes =
+      splits_bytes(shape) + data_bytes(shape, rank) + output_bytes(shape, rank);
   if (bytes > 0 && !pending.region) {
     return invalid("the op names shared-memory region " + std::to_string(op.region_id()) +
                    ", which this daemon does not have");
@@ -96,7 +132,8 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
   }
   // The table is of ops between hosts, indexed by the bytes that cross the network.
   const OpShape between = shape_between_hosts(shape, layout);
-  const std::uint64_t wire_bytes = data_bytes(between) / between.element_size * element_size(wire);
+  const std::uint64_t wire_bytes =
+      data_bytes(between, layout.host_of(rank)) / between.element_size * element_size(wire);
   // Every rank of the op's stream has the same key, so every rank picks the same trials.
   const engine::OpKey& key = options.op;
   Algorithm algorithm =
@@ -114,9 +151,12 @@ Status prepare_op(const PendingOp& pending, const HostLayout& layout, const Grou
   if (!supports(*collective, algorithm)) {
     return invalid(std::string(name(algorithm)) + " cannot run " + std::string(name(*collective)));
   }
-  options.descriptor = {
-      *collective, *dtype, *reduce_op, algorithm, static_cast<std::uint32_t>(op.root()),
-      shape.count};
+  options.descriptor = {*collective,
+                        *dtype,
+                        *reduce_op,
+                        algorithm,
+                        static_cast<std::uint32_t>(op.root()),
+                        *collective == Collective::alltoallv ? splits_digest(shape) : shape.count};
   if (wire != *dtype) options.descriptor.wire = wire;
   options.average_over = world_size;
   options.deadline = net::Deadline::after(std::chrono::milliseconds(

@@ -20,13 +20,14 @@ namespace gradsync::daemon {
 // shows in log lines: bytes outside printable ASCII show as '?'.
 proto::SubmitOp submit_op_from(const net::QueuedOp& queued);
 
-// Fills `options` (the op's descriptor and deadline; its op key set) and `shape` for `pending` in a
-// group of `layout`'s ranks: the whole group's, or `subgroup`'s (null: the whole group); `forced`
+// Fills `options` (the op's descriptor and deadline; its op key set) and `shape` for `pending`, the
+// op of rank `rank` in a group of `layout`'s ranks: the whole group's, or `subgroup`'s (null: the
+// whole group); `forced`
 // is the worker's --algorithm, for ops that ask for auto. The algorithm is the one for the op
 // between hosts (host_op.h): the table's, or for a subgroup the model's over its hosts' links.
 // `table_bytes` receives the bytes the table chose it by, 0 where it did not choose.
-Status prepare_op(const PendingOp& pending, const HostLayout& layout, const GroupPlan& plan,
-                  const Subgroup* subgroup, std::optional<Algorithm> forced,
+Status prepare_op(const PendingOp& pending, int rank, const HostLayout& layout,
+                  const GroupPlan& plan, const Subgroup* subgroup, std::optional<Algorithm> forced,
                   engine::ExecuteOptions& options, OpShape& shape, std::uint64_t& table_bytes);
 
 }  // namespace gradsync::daemon

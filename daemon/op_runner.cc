@@ -121,7 +121,10 @@ Status OpRunner::run_between_hosts(const LocalOps& local_ops, const OpGroup& gro
                                    const engine::ExecuteOptions& options, const OpShape& shape,
                                    std::uint64_t table_bytes) {
   std::vector<std::byte*> regions;
-  for (const PendingOp& op : local_ops.ops) regions.push_back(op.region ? op.region->data() : nullptr);
+  // An alltoallv's region starts with its splits, its tensor after them.
+  for (const PendingOp& op : local_ops.ops) {
+    regions.push_back(op.region ? op.region->data() + splits_bytes(shape) : nullptr);
+  }
   HostOp host_op(shape, options.descriptor.dtype, options.descriptor.op, *group.layout, group.host,
                  std::move(regions), staging_);
   host_op.gather();
@@ -151,8 +154,10 @@ Status OpRunner::prepare_local_ops(const LocalOps& local_ops, const OpGroup& gro
     const PendingOp& op = local_ops.ops[index];
     const std::string name = "rank " + std::to_string(first + op.local_rank);
     engine::ExecuteOptions mine = options;
-    Status status = prepare_op(op, *group.layout, plan_, group.subgroup, config_.algorithm, mine,
-                               shape, table_bytes);
+    Status status =
+        prepare_op(op, group.layout->first_rank(group.host) + static_cast<int>(index),
+                   *group.layout, plan_, group.subgroup, config_.algorithm, mine, shape,
+                   table_bytes);
     if (!status.ok()) return Status(status.code(), name + ": " + status.message());
     if (index == 0) {
       options = mine;

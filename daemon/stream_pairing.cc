@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "collective/math_util.h"
 #include "collective/subgroup.h"
 #include "config/knobs.h"
 #include "engine/peer_mesh.h"
@@ -29,12 +30,7 @@ std::string describe(const StreamName& stream) {
 }  // namespace
 
 std::uint64_t name_tag(std::string_view name) {
-  // FNV-1a: stable across hosts and builds, unlike std::hash.
-  std::uint64_t tag = 0xcbf29ce484222325ull;
-  for (const char byte : name) {
-    tag ^= static_cast<unsigned char>(byte);
-    tag *= 0x100000001b3ull;
-  }
+  const std::uint64_t tag = fnv1a(name.data(), name.size());
   return tag == 0 ? 1 : tag;
 }
 

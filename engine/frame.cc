@@ -32,20 +32,6 @@ bool is_one_of(std::uint8_t raw, const Enum (&values)[N]) {
   return false;
 }
 
-}  // namespace
-
-std::string OpDescriptor::to_string() const {
-  std::string text = std::string(name(collective)) + " of " + std::to_string(count) + " " +
-                     std::string(name(dtype)) + " (";
-  if (reduces(collective)) text += std::string(name(op)) + ", ";
-  if (has_root(collective)) text += "root " + std::to_string(root) + ", ";
-  text += std::string(name(algorithm));
-  if (wire) text += ", " + std::string(name(*wire)) + " on the wire";
-  return text + ")";
-}
-
-namespace {
-
 std::string hex(std::uint64_t tag) {
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(tag));
@@ -53,6 +39,19 @@ std::string hex(std::uint64_t tag) {
 }
 
 }  // namespace
+
+std::string OpDescriptor::to_string() const {
+  // An alltoallv's count is the digest of its splits (collective/schedule.h).
+  std::string text = std::string(name(collective)) + " of " +
+                     (collective == Collective::alltoallv ? "the splits tagged " + hex(count)
+                                                          : std::to_string(count)) +
+                     " " + std::string(name(dtype)) + " (";
+  if (reduces(collective)) text += std::string(name(op)) + ", ";
+  if (has_root(collective)) text += "root " + std::to_string(root) + ", ";
+  text += std::string(name(algorithm));
+  if (wire) text += ", " + std::string(name(*wire)) + " on the wire";
+  return text + ")";
+}
 
 std::string OpKey::to_string() const {
   if (of_daemon()) return "daemon op " + std::to_string(place);
