@@ -369,12 +369,16 @@ class Client:
         self.broadcast_async(tensor, root, algorithm=algorithm, timeout=timeout, name=name).wait()
 
     def alltoall(self, input: Tensor, output: Tensor, *, algorithm: AlgorithmName = "auto",
-                 timeout: Optional[float] = None, name: str = "") -> None:
+                 timeout: Optional[float] = None, name: str = "",
+                 send_counts: Optional[Sequence[int]] = None,
+                 recv_counts: Optional[Sequence[int]] = None) -> None:
         """`input` is world_size blocks, block j for rank j; `output` receives block i from
-        rank i. Raises as every op does (see Client); ValueError when the two differ in size or
-        are not world_size blocks."""
-        self.alltoall_async(input, output, algorithm=algorithm, timeout=timeout,
-                            name=name).wait()
+        rank i. The blocks are equal, or with send_counts and recv_counts (elements, one per
+        rank) as long as those say: rank i's send_counts[j] must be rank j's recv_counts[i], or
+        every rank raises Error naming the pairs. Raises as every op does (see Client);
+        ValueError when the tensors do not match the blocks."""
+        self.alltoall_async(input, output, algorithm=algorithm, timeout=timeout, name=name,
+                            send_counts=send_counts, recv_counts=recv_counts).wait()
 
     def reduce(self, tensor: Tensor, root: int = 0, op: ReduceOpName = "sum", *,
                algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
@@ -448,11 +452,19 @@ class Client:
 
     def alltoall_async(self, input: Tensor, output: Tensor, *,
                        algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
-                       name: str = "") -> Work:
-        """As alltoall, returning a Work at once: the op's failure comes from its wait()."""
+                       name: str = "", send_counts: Optional[Sequence[int]] = None,
+                       recv_counts: Optional[Sequence[int]] = None) -> Work:
+        """As alltoall, returning a Work once every rank's counts are known (counts that
+        disagree raise here): the op's failure comes from its wait()."""
+        if (send_counts is None) != (recv_counts is None):
+            raise ValueError("alltoall takes both send_counts and recv_counts, or neither")
         options = _options("sum", algorithm, timeout, name, None)
         staging = self._staging()
-        handle = self._client.alltoall(staging.read(input), staging.write(output), options)
+        if send_counts is None:
+            handle = self._client.alltoall(staging.read(input), staging.write(output), options)
+        else:
+            handle = self._client.alltoallv(staging.read(input), list(send_counts),
+                                            staging.write(output), list(recv_counts), options)
         return self._work(handle, [input, output], staging)
 
     def reduce_async(self, tensor: Tensor, root: int = 0, op: ReduceOpName = "sum", *,

@@ -10,7 +10,7 @@ torch's rank must be the daemon's rank, which a clear error says otherwise. Tens
 the daemon's shared memory; the ops of one process run in the order it calls them, each a torch
 Future completed from one thread per process group. Supported: all_reduce and reduce (sum, avg,
 min, max, product, band, bor, bxor), broadcast, all_gather, gather, scatter, reduce_scatter,
-all_to_all_single with equal splits, barrier, and what DDP calls of them (with gather and
+all_to_all_single with any splits, all_to_all, barrier, and what DDP calls of them (with gather and
 scatter, gather_object and scatter_object_list too), on every dtype of CPU tensors, contiguous
 or not.
 
@@ -243,9 +243,47 @@ class ProcessGroupGradsync(ProcessGroup):
     def alltoall_base(  # type: ignore[override]
             self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int],
             input_split_sizes: list[int], opts: AllToAllOptions) -> _Work[_Tensors]:
-        if output_split_sizes or input_split_sizes:
-            raise ValueError("gradsync's all_to_all_single takes equal splits only")
-        return self._done(self.client.alltoall_async(input, output), [output])
+        if not output_split_sizes and not input_split_sizes:
+            return self._done(self.client.alltoall_async(input, output), [output])
+        # torch's splits count rows of dimension 0; an empty list splits it equally.
+        work = self.client.alltoall_async(
+            input, output, send_counts=self._elements_of_rows(input, input_split_sizes),
+            recv_counts=self._elements_of_rows(output, output_split_sizes))
+        return self._done(work, [output])
+
+    def alltoall(  # type: ignore[override]
+            self, output_tensors: _Tensors, input_tensors: _Tensors,
+            opts: AllToAllOptions) -> _Work[_Tensors]:
+        if len(output_tensors) != self.size() or len(input_tensors) != self.size():
+            raise ValueError(f"gradsync's all_to_all takes {self.size()} input and output "
+                             f"tensors, one per rank; got {len(input_tensors)} and "
+                             f"{len(output_tensors)}")
+        whole = torch.cat([tensor.reshape(-1) for tensor in input_tensors])
+        received = torch.empty(sum(tensor.numel() for tensor in output_tensors),
+                               dtype=whole.dtype)
+        work = self.client.alltoall_async(
+            whole, received, send_counts=[tensor.numel() for tensor in input_tensors],
+            recv_counts=[tensor.numel() for tensor in output_tensors])
+
+        def scatter_back() -> None:
+            parts = received.split([tensor.numel() for tensor in output_tensors])
+            for output, part in zip(output_tensors, parts):
+                output.copy_(part.view_as(output))
+
+        return self._done(work, output_tensors, scatter_back)
+
+    def _elements_of_rows(self, tensor: torch.Tensor, split_sizes: list[int]) -> list[int]:
+        rows = tensor.size(0) if tensor.dim() > 0 else 1
+        if not split_sizes:
+            if rows % self.size() != 0:
+                raise ValueError(f"all_to_all_single splits {rows} rows equally only into a "
+                                 f"multiple of {self.size()}")
+            split_sizes = [rows // self.size()] * self.size()
+        if len(split_sizes) != self.size() or sum(split_sizes) != rows:
+            raise ValueError(f"all_to_all_single's splits {list(split_sizes)} must be "
+                             f"{self.size()} counts of rows adding up to {rows}")
+        per_row = tensor.numel() // rows if rows > 0 else 0
+        return [count * per_row for count in split_sizes]
 
     def reduce(  # type: ignore[override]
             self, tensors: _Tensors, opts: ReduceOptions) -> _Work[_Tensors]:

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <numeric>
 #include <string>
 #include <string_view>
 
@@ -334,6 +335,28 @@ void add_collectives(py::class_<Client>& client) {
             }
             py::gil_scoped_release release;
             return client.alltoall_async(in.address, out.address, in.count / p, in.dtype, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "alltoallv",
+          [](Client& client, const py::object& input, std::vector<std::uint64_t> send_counts,
+             const py::object& output, std::vector<std::uint64_t> recv_counts,
+             const OpOptions& options) {
+            const auto [in, out] = memory_pair(input, output);
+            const auto sum = [](const std::vector<std::uint64_t>& counts) {
+              return std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+            };
+            if (sum(send_counts) != in.count || sum(recv_counts) != out.count) {
+              throw py::value_error(
+                  "alltoallv's counts must add up to its tensors: the send counts add up to " +
+                  std::to_string(sum(send_counts)) + " for an input of " +
+                  std::to_string(in.count) + " elements, the receive counts to " +
+                  std::to_string(sum(recv_counts)) + " for an output of " +
+                  std::to_string(out.count));
+            }
+            py::gil_scoped_release release;
+            return client.alltoallv_async(in.address, send_counts, out.address, recv_counts,
+                                          in.dtype, options);
           },
           py::keep_alive<0, 1>())
       .def("barrier", &Client::barrier, Release());

@@ -94,6 +94,57 @@ def test_alltoall_sends_block_j_to_rank_j(group3):
         np.testing.assert_array_equal(received, expected)
 
 
+def alltoallv_counts(source, destination):
+    """Elements rank `source` sends rank `destination`: 0 to 4, a zero among them."""
+    return (3 * source + destination) % 5
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float32, np.complex128],
+                         ids=lambda d: np.dtype(d).name)
+def test_alltoall_with_counts_sends_each_rank_its_own_length(group3, dtype):
+    p = group3.size
+
+    def block(source, destination):
+        return ((np.arange(alltoallv_counts(source, destination)) + 10 * source + destination)
+                % 100).astype(dtype)
+
+    def body(rank, client):
+        sent = np.concatenate([block(rank, to) for to in range(p)])
+        recv_counts = [alltoallv_counts(source, rank) for source in range(p)]
+        received = np.zeros(sum(recv_counts), dtype=dtype)
+        client.alltoall(sent, received, send_counts=[alltoallv_counts(rank, to) for to in range(p)],
+                        recv_counts=recv_counts)
+        return received
+
+    for rank, received in enumerate(group3.on_every_rank(body)):
+        np.testing.assert_array_equal(
+            received, np.concatenate([block(source, rank) for source in range(p)]))
+
+
+def test_alltoall_counts_that_disagree_raise_on_every_rank_naming_the_pair(group3):
+    def body(rank, client):
+        recv_counts = [2, 2, 2] if rank != 1 else [2, 2, 3]
+        with pytest.raises(gradsync.Error, match="rank 2 sends 2 elements to rank 1, which "
+                                                 "expects 3"):
+            client.alltoall(np.zeros(6, dtype=np.float32), np.zeros(sum(recv_counts),
+                                                                     dtype=np.float32),
+                            send_counts=[2, 2, 2], recv_counts=recv_counts)
+        data = np.ones(4, dtype=np.float32)
+        client.allreduce(data)
+        return data
+
+    for data in group3.on_every_rank(body):
+        np.testing.assert_array_equal(data, np.full(4, 3.0, dtype=np.float32))
+
+
+def test_alltoall_counts_that_do_not_add_up_to_the_tensors_are_refused(group3):
+    client = group3.clients[0]
+    with pytest.raises(ValueError, match="send counts add up to 5 for an input of 6"):
+        client.alltoall(np.zeros(6), np.zeros(6), send_counts=[1, 2, 2], recv_counts=[2, 2, 2])
+    with pytest.raises(ValueError, match="both send_counts and recv_counts"):
+        client.alltoall(np.zeros(6), np.zeros(6), send_counts=[2, 2, 2])
+
+
 def test_average_and_barrier(group3):
     def body(rank, client):
         data = np.full(10, float(rank), dtype=np.float32)

@@ -52,6 +52,7 @@ def collectives(rank, size):
     expected = torch.cat([torch.arange(2 * rank, 2 * rank + 2, dtype=torch.float32) + 100 * r
                           for r in range(size)])
     check(torch.equal(received, expected), f"all_to_all_single: {received}")
+    uneven_all_to_all(rank, size)
     dist.barrier()
     every_dtype(rank, size)
     non_contiguous(rank, size)
@@ -65,6 +66,24 @@ def collectives(rank, size):
         except gradsync.Mismatch:
             continue
         raise AssertionError(f"an all_reduce of different sizes did not raise (async {async_op})")
+
+
+def uneven_all_to_all(rank, size):
+    """all_to_all_single with splits (rows of 3 values: rank r sends rank j r + j + 1 rows), and
+    all_to_all's list form, whose tensors differ in length."""
+    rows = [rank + j + 1 for j in range(size)]
+    sent = torch.cat([torch.full((count, 3), float(10 * rank + j)) for j, count in enumerate(rows)])
+    received = torch.zeros(sum(r + rank + 1 for r in range(size)), 3)
+    dist.all_to_all_single(received, sent, output_split_sizes=[r + rank + 1 for r in range(size)],
+                           input_split_sizes=rows)
+    expected = torch.cat([torch.full((r + rank + 1, 3), float(10 * r + rank))
+                          for r in range(size)])
+    check(torch.equal(received, expected), f"all_to_all_single with splits: {received}")
+    inputs = [torch.full((j + 1,), rank * 100 + j, dtype=torch.int16) for j in range(size)]
+    outputs = [torch.zeros(rank + 1, dtype=torch.int16) for _ in range(size)]
+    dist.all_to_all(outputs, inputs)
+    check(all(torch.equal(output, torch.full((rank + 1,), r * 100 + rank, dtype=torch.int16))
+              for r, output in enumerate(outputs)), f"all_to_all: {outputs}")
 
 
 def every_dtype(rank, size):
