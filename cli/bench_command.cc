@@ -54,6 +54,9 @@ Handle submit(Client& client, const BenchOp& op, std::byte* data, std::byte* out
       return client.broadcast_async(data, count, type, options);
     case Collective::alltoall:
       return client.alltoall_async(data, output, count, type, options);
+    case Collective::alltoallv:
+      return client.alltoallv_async(data, op.send_counts(), output, op.recv_counts(), type,
+                                    options);
     case Collective::barrier:
       break;
   }
@@ -236,11 +239,11 @@ class Bench {
                             median(spans), hosts, collective_);
     // The model prices the bytes that cross the network.
     const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
-    row.predicted_us =
-        predicted_us(plan_,
-                     {collective_, hosts, bench_op_count(collective_, hosts, run.count), wire_size,
-                      host_layout(plan_).host_of(options_.root)},
-                     ran);
+    row.predicted_us = predicted_us(
+        plan_,
+        bench_op_shape(collective_, hosts, run.count, wire_size,
+                       host_layout(plan_).host_of(options_.root)),
+        ran);
     row.iterations = static_cast<int>(spans.size());
     for (const auto& rank_wrong : tally.wrong) row.wrong += rank_wrong[k];
     // An op past the bound is wrong; the bound holds for any algorithm.

@@ -94,6 +94,27 @@ std::uint64_t bench_op_count(Collective collective, int world_size, std::uint64_
   return std::max<std::uint64_t>(count / static_cast<std::uint64_t>(world_size), 1);
 }
 
+std::uint64_t bench_alltoallv_split(int from, int to, int world_size, std::uint64_t count) {
+  const auto p = static_cast<std::uint64_t>(world_size);
+  const auto weight = 1 + static_cast<std::uint64_t>((from + to) % world_size);
+  return count * 2 * weight / (p * (p + 1));
+}
+
+OpShape bench_op_shape(Collective collective, int world_size, std::uint64_t count,
+                       std::size_t element_size, int root) {
+  if (collective != Collective::alltoallv) {
+    return {collective, world_size, bench_op_count(collective, world_size, count), element_size,
+            root};
+  }
+  std::vector<std::uint64_t> splits;
+  for (int from = 0; from < world_size; ++from) {
+    for (int to = 0; to < world_size; ++to) {
+      splits.push_back(bench_alltoallv_split(from, to, world_size, count));
+    }
+  }
+  return alltoallv_shape(world_size, std::move(splits), element_size);
+}
+
 BenchOp::BenchOp(Collective collective, DataType type, ReduceOp op, int root, int rank,
                  int world_size, std::uint64_t count)
     : collective_(collective), type_(type), count_(count) {
@@ -152,6 +173,19 @@ BenchOp::BenchOp(Collective collective, DataType type, ReduceOp op, int root, in
       expected_in_output_ = true;
       break;
     }
+    case Collective::alltoallv:
+      for (int peer = 0; peer < world_size; ++peer) {
+        send_counts_.push_back(bench_alltoallv_split(rank, peer, world_size, count));
+        recv_counts_.push_back(bench_alltoallv_split(peer, rank, world_size, count));
+        const std::vector<std::byte> mine_to =
+            owned_bytes(rank * world_size + peer, send_counts_.back() * size);
+        pristine_.insert(pristine_.end(), mine_to.begin(), mine_to.end());
+        const std::vector<std::byte> theirs =
+            owned_bytes(peer * world_size + rank, recv_counts_.back() * size);
+        expected_.insert(expected_.end(), theirs.begin(), theirs.end());
+      }
+      expected_in_output_ = true;
+      break;
     case Collective::barrier:
       break;
   }

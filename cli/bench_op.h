@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "collective/schedule.h"
 #include "collective/types.h"
 
 namespace gradsync::cli {
@@ -17,6 +18,16 @@ namespace gradsync::cli {
 // The count a bench op of `count` elements submits: all-to-all's is per block, a world size's
 // share (at least 1); every other collective's is `count`.
 std::uint64_t bench_op_count(Collective collective, int world_size, std::uint64_t count);
+
+// An alltoallv bench op's split from rank `from` to rank `to`: uneven on purpose, in proportion to
+// 1 + (from + to) mod world_size, so that each rank sends about `count` elements in all and every
+// rank's longest block is twice its average.
+std::uint64_t bench_alltoallv_split(int from, int to, int world_size, std::uint64_t count);
+
+// The shape the cost model prices for a bench op of `count` elements over `world_size` ranks
+// (alltoallv: with the splits above).
+OpShape bench_op_shape(Collective collective, int world_size, std::uint64_t count,
+                       std::size_t element_size, int root);
 
 class BenchOp {
  public:
@@ -32,6 +43,9 @@ class BenchOp {
   // The rank's buffer (in place, or the input) and its output buffer, in bytes.
   std::size_t data_bytes() const { return pristine_.size(); }
   std::size_t output_bytes() const { return output_bytes_; }
+  // alltoallv: the elements this rank sends each rank and receives from each.
+  const std::vector<std::uint64_t>& send_counts() const { return send_counts_; }
+  const std::vector<std::uint64_t>& recv_counts() const { return recv_counts_; }
   // Refills `data` with the rank's input and overwrites `output`, as every op starts: a result
   // the op did not deliver must not pass for the last op's.
   void refill(std::byte* data, std::byte* output) const;
@@ -45,6 +59,8 @@ class BenchOp {
   std::size_t output_bytes_ = 0;
   std::vector<std::byte> pristine_;
   std::vector<std::byte> expected_;  // empty: nothing to check on this rank
+  std::vector<std::uint64_t> send_counts_;
+  std::vector<std::uint64_t> recv_counts_;
   bool expected_in_output_ = false;
 };
 

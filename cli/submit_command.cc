@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,9 @@ struct SubmitOptions {
   bool has_op = false;
   bool has_root = false;
   bool has_total = false;
+  // alltoallv: elements to and from each rank (both required with it, refused otherwise).
+  std::vector<std::uint64_t> send_counts;
+  std::vector<std::uint64_t> recv_counts;
 };
 
 // The collectives whose input is a chunk of a tensor (or, on scatter's root, the tensor) that
@@ -73,6 +77,16 @@ void check_flags(const SubmitOptions& options, Collective collective) {
   if (options.has_total && !takes_total(collective)) {
     throw CLI::ValidationError("--total",
                                "only --collective allgather, gather and scatter take a total");
+  }
+  const bool counted = !options.send_counts.empty() || !options.recv_counts.empty();
+  if (collective == Collective::alltoallv &&
+      (options.send_counts.empty() || options.recv_counts.empty())) {
+    throw CLI::ValidationError("--send-counts", "--send-counts and --recv-counts are required with " +
+                                                    collective_flag);
+  }
+  if (counted && collective != Collective::alltoallv) {
+    throw CLI::ValidationError("--send-counts",
+                               "only --collective alltoallv takes send and receive counts");
   }
   if (options.algorithm_text != "auto") {
     const Algorithm algorithm = *parse_algorithm(options.algorithm_text);
@@ -133,6 +147,18 @@ std::uint64_t output_count(const SubmitOptions& options, Collective collective,
   switch (collective) {
     case Collective::allreduce:
       return input_count;
+    case Collective::alltoallv: {
+      const auto sum = [](const std::vector<std::uint64_t>& counts) {
+        return std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+      };
+      if (sum(options.send_counts) != input_count) {
+        throw CLI::ValidationError("--send-counts", "add up to " +
+                                                        std::to_string(sum(options.send_counts)) +
+                                                        ", but --in holds " +
+                                                        std::to_string(input_count) + " elements");
+      }
+      return sum(options.recv_counts);
+    }
     case Collective::alltoall:
       if (input_count % world_size != 0) {
         throw CLI::ValidationError(
@@ -193,9 +219,9 @@ bool has_result(Collective collective, int rank, int root) {
 }
 
 // Through the async calls, whose Handle reports the algorithm and the time.
-// `total`: the tensor a scatter's root scatters (the other ranks' input is not read).
+// options.total: the tensor a scatter's root scatters (the other ranks' input is not read).
 Result run_op(Client& client, Collective collective, NpyArray& input, std::uint64_t out_count,
-              std::uint64_t total, const OpOptions& op_options) {
+              const SubmitOptions& options, const OpOptions& op_options) {
   const std::uint64_t count = element_count(input.shape);
   Result result;
   if (!in_place(collective)) result.data.resize(out_count * element_size(input.type));
@@ -220,6 +246,10 @@ Result run_op(Client& client, Collective collective, NpyArray& input, std::uint6
                                      count / static_cast<std::uint64_t>(client.world_size()),
                                      input.type, op_options);
       break;
+    case Collective::alltoallv:
+      handle = client.alltoallv_async(input.data.data(), options.send_counts, result.data.data(),
+                                      options.recv_counts, input.type, op_options);
+      break;
     case Collective::reduce:
       handle = client.reduce_async(input.data.data(), count, input.type, op_options);
       break;
@@ -228,7 +258,7 @@ Result run_op(Client& client, Collective collective, NpyArray& input, std::uint6
                                    op_options);
       break;
     case Collective::scatter:
-      handle = client.scatter_async(input.data.data(), result.data.data(), total, input.type,
+      handle = client.scatter_async(input.data.data(), result.data.data(), options.total, input.type,
                                     op_options);
       break;
     case Collective::barrier:
@@ -268,7 +298,7 @@ int run_submit(const SubmitOptions& options) {
     Client client = Client::connect(options.socket_path, op_options.timeout);
     rank = client.rank();
     out_count = output_count(options, collective, input_count, client);
-    result = run_op(client, collective, input, out_count, options.total, op_options);
+    result = run_op(client, collective, input, out_count, options, op_options);
   } catch (const ClientError& error) {
     std::fprintf(stderr, "gradsync submit: %s\n", error.what());
     return 1;
@@ -354,6 +384,15 @@ void add_submit_command(CLI::App& app, std::function<int()>& action) {
                        "broadcast, reduce, gather and scatter: the root rank (default 0); "
                        "reduce and gather write --out on the root only")
           ->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  command
+      ->add_option("--send-counts", options->send_counts,
+                   "alltoallv: the elements of --in for each rank in turn, comma-separated")
+      ->delimiter(',');
+  command
+      ->add_option("--recv-counts", options->recv_counts,
+                   "alltoallv: the elements --out receives from each rank in turn, "
+                   "comma-separated")
+      ->delimiter(',');
   config::add_knob(*command, knobs::kOpTimeoutMs, options->timeout_ms);
   command->add_flag("--verbose", options->verbose,
                     "Print the rank, the algorithm and the elapsed time");

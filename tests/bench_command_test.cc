@@ -74,7 +74,8 @@ TEST(BenchCommand, AWireTypesRowsMeasureTheirErrorWithinTheBound) {
 // rooted one runs from the root asked for.
 TEST(BenchCommand, EveryCollectiveIsTimedAndItsResultsChecked) {
   for (const std::string collective :
-       {"reduce_scatter", "allgather", "broadcast", "alltoall", "reduce", "gather", "scatter"}) {
+       {"reduce_scatter", "allgather", "broadcast", "alltoall", "reduce", "gather", "scatter",
+        "alltoallv"}) {
     nlohmann::json rows;
     const auto result = run_bench(
         3,

@@ -2,6 +2,8 @@
 // daemon is contacted, and two ranks of a local cluster reduce real files.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -115,7 +117,7 @@ TEST_F(SubmitCommand, RejectsAnUnknownCollective) {
   expect_rejected(
       submit("--collective frobnicate --in " + path("in.npy") + " --out " + path("out.npy")),
       "--collective: frobnicate not in {allreduce,reduce_scatter,allgather,broadcast,alltoall,"
-      "reduce,gather,scatter}");
+      "reduce,gather,scatter,alltoallv}");
 }
 
 TEST_F(SubmitCommand, RequiresATotalForAllgather) {
@@ -145,6 +147,11 @@ TEST_F(SubmitCommand, RejectsFlagsTheCollectiveDoesNotTake) {
                   "--total: required with --collective scatter");
   expect_rejected(submit("--collective gather --op max --total 6" + files),
                   "--op: --collective gather does not reduce");
+  expect_rejected(submit("--collective alltoallv --send-counts 1,2" + files),
+                  "--send-counts: --send-counts and --recv-counts are required with --collective "
+                  "alltoallv");
+  expect_rejected(submit("--send-counts 1,2 --recv-counts 2,1" + files),
+                  "--send-counts: only --collective alltoallv takes send and receive counts");
   expect_rejected(submit("--algorithm bruck" + files),
                   "--algorithm: bruck cannot run allreduce (choose from auto tree hypercube ring "
                   "halving_doubling)");
@@ -254,6 +261,35 @@ TEST_F(SubmitCommand, ReduceScattersIntoEachRanksChunk) {
               testing::Bytes(reduced.begin() + static_cast<std::ptrdiff_t>(8 * chunk.offset),
                              reduced.begin() + static_cast<std::ptrdiff_t>(8 * chunk.end())))
         << "rank " << rank;
+  }
+}
+
+// Rank 0 sends 1 element to itself and 3 to rank 1; rank 1 sends 2 to rank 0 and none to itself.
+TEST_F(SubmitCommand, AlltoallvSendsEachRankItsCount) {
+  const std::vector<std::vector<std::int32_t>> inputs = {{10, 11, 12, 13}, {20, 21}};
+  const std::vector<std::string> send_counts = {"1,3", "2,0"};
+  const std::vector<std::string> recv_counts = {"1,2", "3,0"};
+  for (int rank = 0; rank < 2; ++rank) {
+    testing::Bytes bytes(inputs[rank].size() * 4);
+    std::memcpy(bytes.data(), inputs[rank].data(), bytes.size());
+    write_array("in" + std::to_string(rank) + ".npy",
+                {DataType::i32, {inputs[rank].size()}, bytes});
+  }
+  const CommandResult result = submit_on_two_ranks([&](int rank) {
+    const std::string r = std::to_string(rank);
+    return "--collective alltoallv --send-counts " + send_counts[rank] + " --recv-counts " +
+           recv_counts[rank] + " --in " + path("in" + r + ".npy") + " --out " +
+           path("out" + r + ".npy");
+  });
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::vector<std::vector<std::int32_t>> expected = {{10, 20, 21}, {11, 12, 13}};
+  for (int rank = 0; rank < 2; ++rank) {
+    NpyArray output;
+    const Status status = cli::read_npy_file(path("out" + std::to_string(rank) + ".npy"), output);
+    ASSERT_TRUE(status.ok()) << status.to_string();
+    std::vector<std::int32_t> values(output.data.size() / 4);
+    std::memcpy(values.data(), output.data.data(), output.data.size());
+    EXPECT_EQ(values, expected[rank]) << "rank " << rank;
   }
 }
 

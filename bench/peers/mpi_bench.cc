@@ -36,6 +36,18 @@ Chunks balanced_chunks(std::uint64_t count, int world_size) {
   return chunks;
 }
 
+// Blocks of `counts` elements, back to back.
+Chunks blocks_of(const std::vector<std::uint64_t>& counts) {
+  Chunks chunks;
+  int offset = 0;
+  for (const std::uint64_t count : counts) {
+    chunks.counts.push_back(static_cast<int>(count));
+    chunks.offsets.push_back(offset);
+    offset += static_cast<int>(count);
+  }
+  return chunks;
+}
+
 void run_op(const gradsync::cli::BenchOp& op, int rank, int root, const Chunks& chunks, float* data,
             float* output) {
   const int count = static_cast<int>(op.count());
@@ -68,6 +80,13 @@ void run_op(const gradsync::cli::BenchOp& op, int rank, int root, const Chunks& 
       MPI_Scatterv(data, chunks.counts.data(), chunks.offsets.data(), MPI_FLOAT, output,
                    chunks.counts[rank], MPI_FLOAT, root, MPI_COMM_WORLD);
       break;
+    case Collective::alltoallv: {
+      const Chunks sent = blocks_of(op.send_counts());
+      const Chunks received = blocks_of(op.recv_counts());
+      MPI_Alltoallv(data, sent.counts.data(), sent.offsets.data(), MPI_FLOAT, output,
+                    received.counts.data(), received.offsets.data(), MPI_FLOAT, MPI_COMM_WORLD);
+      break;
+    }
     case Collective::barrier:
       break;
   }

@@ -460,7 +460,7 @@ class Client:
             raise ValueError("alltoall takes both send_counts and recv_counts, or neither")
         options = _options("sum", algorithm, timeout, name, None)
         staging = self._staging()
-        if send_counts is None:
+        if send_counts is None or recv_counts is None:
             handle = self._client.alltoall(staging.read(input), staging.write(output), options)
         else:
             handle = self._client.alltoallv(staging.read(input), list(send_counts),

@@ -266,9 +266,10 @@ class ProcessGroupGradsync(ProcessGroup):
             recv_counts=[tensor.numel() for tensor in output_tensors])
 
         def scatter_back() -> None:
-            parts = received.split([tensor.numel() for tensor in output_tensors])
-            for output, part in zip(output_tensors, parts):
-                output.copy_(part.view_as(output))
+            at = 0
+            for output in output_tensors:
+                output.copy_(received[at:at + output.numel()].view_as(output))
+                at += output.numel()
 
         return self._done(work, output_tensors, scatter_back)
 
