@@ -22,49 +22,55 @@ Span block(const Schedule& schedule, BufferId buffer, int index) {
   return schedule.span(Chunk{static_cast<std::uint64_t>(index) * m, m}, buffer);
 }
 
+// Round k sends `sent(r + k)` to rank r + k and receives `received(r − k)` from rank r − k; the
+// own block is copied in the last round. Copied in the first, it would make every later round wait
+// for the whole first round (docs/architecture.md §4.2), and so for its longest block.
+template <typename SentBlock, typename ReceivedBlock>
+void add_direct_exchange(Schedule& schedule, const SentBlock& sent,
+                         const ReceivedBlock& received) {
+  const int p = schedule.shape.world_size;
+  const int r = schedule.rank;
+  for (int k = 1; k < p; ++k) {
+    Round& round = schedule.add_round();
+    round.send((r + k) % p, sent((r + k) % p));
+    round.recv_copy(positive_mod(r - k, p), received(positive_mod(r - k, p)));
+  }
+  if (schedule.rounds.empty()) schedule.add_round();
+  schedule.rounds.back().copy(sent(r), received(r));
+}
+
 }  // namespace
 
 Schedule direct_alltoall(int rank, int world_size, std::uint64_t block_count,
                          std::size_t element_size) {
   Schedule schedule = empty_schedule({Collective::alltoall, world_size, block_count, element_size},
                                      Algorithm::direct, rank);
-  const int p = world_size;
-  const int r = rank;
-  schedule.add_round().copy(block(schedule, BufferId::data, r),
-                            block(schedule, BufferId::output, r));
-  for (int k = 1; k < p; ++k) {
-    Round& round = k == 1 ? schedule.rounds.back() : schedule.add_round();
-    round.send((r + k) % p, block(schedule, BufferId::data, (r + k) % p));
-    round.recv_copy(positive_mod(r - k, p),
-                    block(schedule, BufferId::output, positive_mod(r - k, p)));
-  }
+  add_direct_exchange(
+      schedule, [&](int to) { return block(schedule, BufferId::data, to); },
+      [&](int from) { return block(schedule, BufferId::output, from); });
   return schedule;
 }
 
 Schedule direct_alltoallv(const OpShape& shape, int rank) {
   Schedule schedule = empty_schedule(shape, Algorithm::direct, rank);
   const int p = shape.world_size;
-  const int r = rank;
   // Where each block starts: rank r's tensor is its row of splits, its output its column.
   std::vector<std::uint64_t> sent_from(p + 1, 0);
   std::vector<std::uint64_t> received_at(p + 1, 0);
   for (int j = 0; j < p; ++j) {
-    sent_from[j + 1] = sent_from[j] + split(shape, r, j);
-    received_at[j + 1] = received_at[j] + split(shape, j, r);
+    sent_from[j + 1] = sent_from[j] + split(shape, rank, j);
+    received_at[j + 1] = received_at[j] + split(shape, j, rank);
   }
-  const auto sent = [&](int to) {
-    return schedule.span(Chunk{sent_from[to], sent_from[to + 1] - sent_from[to]}, BufferId::data);
-  };
-  const auto received = [&](int from) {
-    return schedule.span(Chunk{received_at[from], received_at[from + 1] - received_at[from]},
-                         BufferId::output);
-  };
-  schedule.add_round().copy(sent(r), received(r));
-  for (int k = 1; k < p; ++k) {
-    Round& round = k == 1 ? schedule.rounds.back() : schedule.add_round();
-    round.send((r + k) % p, sent((r + k) % p));
-    round.recv_copy(positive_mod(r - k, p), received(positive_mod(r - k, p)));
-  }
+  add_direct_exchange(
+      schedule,
+      [&](int to) {
+        return schedule.span(Chunk{sent_from[to], sent_from[to + 1] - sent_from[to]},
+                             BufferId::data);
+      },
+      [&](int from) {
+        return schedule.span(Chunk{received_at[from], received_at[from + 1] - received_at[from]},
+                             BufferId::output);
+      });
   return schedule;
 }
 
