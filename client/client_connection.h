@@ -87,7 +87,7 @@ struct Submission {
   std::uint64_t output_offset = 0;
   std::uint64_t output_bytes = 0;
   // alltoallv: its splits, which lead the region (collective/schedule.h: splits_bytes).
-  std::span<const std::uint64_t> splits;
+  std::span<const std::uint64_t> splits = {};
 };
 
 class ClientConnection {

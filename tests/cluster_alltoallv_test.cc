@@ -1,16 +1,25 @@
 // Alltoallv on real daemons (docs/clients.md, "Collectives"): random splits, zeros among them and
 // blocks of several segments, at p = 2, 3 and 5 and with local ranks ({2, 1, 3}, {2, 2}), checked
 // block by block on every rank; counts whose two ends disagree fail on every rank, naming the pair,
-// and the daemons serve on.
+// and the daemons serve on; a local client that hands its daemon other splits than its partner's
+// fails the op with a mismatch instead of having its region read by the partner's splits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "collective/schedule.h"
+#include "gradsync.pb.h"
+#include "net/message_stream.h"
+#include "net/shared_memory.h"
+#include "net/socket.h"
+#include "proto/convert.h"
 #include "support/cluster.h"
 #include "support/failures.h"
+#include "support/raw_hello.h"
 #include "support/tensor_values.h"
 
 namespace gradsync {
@@ -132,6 +141,92 @@ TEST(ClusterAlltoallvInput, ACountListOfTheWrongLengthIsRefusedSayingSo) {
               std::string::npos)
         << error.what();
   }
+  testing::expect_every_rank_still_serves(cluster);
+}
+
+net::Deadline soon() { return net::Deadline::after(std::chrono::seconds(10)); }
+
+// A client speaking the protocol by hand on the socket: it writes what it likes in its regions.
+struct RawClient {
+  RawClient(const std::string& socket, int local_rank, const Client& partner) {
+    EXPECT_TRUE(net::connect_unix(socket, soon(), fd).ok());
+    reader.emplace(fd.get());
+    proto::ClientToDaemon hello = testing::hello_pairing_with(partner);
+    hello.mutable_hello()->set_local_rank(local_rank);
+    send(hello);
+    proto::DaemonToClient reply;
+    EXPECT_TRUE(reader->receive(reply, soon()).ok());
+    EXPECT_TRUE(reply.has_hello()) << reply.DebugString();
+  }
+
+  void send(const proto::ClientToDaemon& message, int attached = -1) {
+    EXPECT_TRUE(net::send_message(fd.get(), message, soon(), attached).ok());
+  }
+
+  // Submits an op on a new region holding `bytes`, and returns its result's status.
+  proto::Status run(proto::SubmitOp op, const std::vector<std::uint64_t>& bytes) {
+    net::SharedRegion& region = regions.emplace_back();
+    EXPECT_TRUE(net::SharedRegion::create(bytes.size() * 8, region).ok());
+    std::memcpy(region.data(), bytes.data(), bytes.size() * 8);
+    proto::ClientToDaemon attach;
+    attach.mutable_attach()->set_region_id(regions.size());
+    attach.mutable_attach()->set_bytes(region.size());
+    send(attach, region.fd());
+    op.set_request_id(regions.size());
+    op.set_region_id(regions.size());
+    op.set_op(to_proto(ReduceOp::sum));
+    op.set_timeout_ms(10'000);
+    proto::ClientToDaemon submit;
+    *submit.mutable_submit() = op;
+    send(submit);
+    proto::DaemonToClient reply;
+    do {
+      EXPECT_TRUE(reader->receive(reply, soon()).ok());
+    } while (!reply.has_result());
+    return reply.result().status();
+  }
+
+  net::UniqueFd fd;
+  std::optional<net::MessageReader> reader;
+  std::vector<net::SharedRegion> regions;
+};
+
+// Local rank 1 agrees to the counts {1, 1} of every rank in the all-gather, then hands its daemon
+// splits that differ from them but have the same largest count. Local rank 0's region would be
+// read and written by local rank 1's splits; instead both ops fail naming the two.
+TEST(ClusterAlltoallvInput, ALocalClientWhoseSplitsDifferFromItsPartnersFailsTheOpWithAMismatch) {
+  testing::TestCluster cluster = start_hosts({2});
+  const std::string socket = cluster.cluster->sockets()[0];
+  Client partner = Client::connect(
+      socket, ConnectOptions{std::chrono::seconds(10), 0, cluster.clients[0].job(), "hostile", {}});
+  RawClient raw(socket, 1, partner);
+  std::string partner_error;
+  std::thread thread([&] {
+    const std::vector<std::uint64_t> ones = {1, 1};
+    std::vector<float> input = {1.0f, 2.0f};
+    std::vector<float> output(2);
+    try {
+      partner.alltoallv(input.data(), ones, output.data(), ones, DataType::f32);
+    } catch (const ClientError& error) {
+      partner_error = error.what();
+    }
+  });
+  proto::SubmitOp gather;
+  gather.set_collective(to_proto(Collective::allgather));
+  gather.set_dtype(to_proto(DataType::i64));
+  gather.set_count(8);
+  // The rows of both ranks, its own second: what the library's all-gather would hand over.
+  EXPECT_TRUE(raw.run(gather, {1, 1, 1, 1, 1, 1, 1, 1}).code() == proto::Status::OK);
+  proto::SubmitOp alltoallv;
+  alltoallv.set_collective(to_proto(Collective::alltoallv));
+  alltoallv.set_dtype(to_proto(DataType::f32));
+  // Splits {0, 1; 1, 1}, then a data and an output of 2 f32 each (one u64 apiece).
+  const proto::Status status = raw.run(alltoallv, {0, 1, 1, 1, 0, 0});
+  thread.join();
+  EXPECT_EQ(status.code(), proto::Status::MISMATCH) << status.message();
+  EXPECT_NE(partner_error.find("splits tagged"), std::string::npos) << partner_error;
+  raw.fd.reset();
+  partner.close();
   testing::expect_every_rank_still_serves(cluster);
 }
 

@@ -82,6 +82,26 @@ void run_member(Client& client, int rank, int size, testing::Failures& failures)
         reduced != testing::expected_reduction(DataType::f32, ReduceOp::sum, size, n)) {
       failures.record("reduce" + where);
     }
+    // Alltoallv by subgroup ranks: rank i sends rank j n/size² + (i + 2j) mod 3 bytes.
+    const auto split = [&](int from, int to) {
+      return n / static_cast<std::uint64_t>(size * size) +
+             static_cast<std::uint64_t>((from + 2 * to) % 3);
+    };
+    std::vector<std::uint64_t> send_counts;
+    std::vector<std::uint64_t> recv_counts;
+    Bytes sent;
+    Bytes expected;
+    for (int peer = 0; peer < size; ++peer) {
+      send_counts.push_back(split(rank, peer));
+      recv_counts.push_back(split(peer, rank));
+      const Bytes block = testing::pattern(rank, peer, send_counts.back());
+      sent.insert(sent.end(), block.begin(), block.end());
+      const Bytes theirs = testing::pattern(peer, rank, recv_counts.back());
+      expected.insert(expected.end(), theirs.begin(), theirs.end());
+    }
+    Bytes received(expected.size());
+    client.alltoallv(sent.data(), send_counts, received.data(), recv_counts, DataType::u8);
+    if (received != expected) failures.record("alltoallv" + where);
   }
   client.barrier();
 }
