@@ -429,7 +429,7 @@ def main():
     parser.add_argument("--plot-prefix", default="benchmarks")
     parser.add_argument("--collective", default="allreduce",
                         choices=["allreduce", "reduce_scatter", "allgather", "broadcast",
-                                 "alltoall", "reduce", "gather", "scatter"])
+                                 "alltoall", "reduce", "gather", "scatter", "alltoallv"])
     parser.add_argument("--root", type=int, default=0, help="of the rooted collectives")
     options = parser.parse_args()
     SYSTEM_TIMEOUT[0] = options.timeout
