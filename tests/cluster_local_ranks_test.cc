@@ -32,24 +32,12 @@ std::string layout_name(const Layout& layout) {
   return text;
 }
 
-testing::TestCluster start_hosts(const Layout& layout,
-                                 std::vector<std::string> coordinator_flags = {}) {
-  cli::LocalClusterOptions options;
-  options.workers = static_cast<int>(layout.size());
-  options.local_ranks = layout;
-  options.segment_bytes = 64 << 10;
-  // What these tests check does not depend on the table; timing algorithms only slows them.
-  coordinator_flags.insert(coordinator_flags.end(), {"--calibration-ms", "0"});
-  options.coordinator_flags = std::move(coordinator_flags);
-  return testing::start_cluster(options);
-}
-
 class ClusterLocalRanks : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(ClusterLocalRanks, EveryCollectiveGivesWhatAFlatGroupOfEveryRankWould) {
   const Layout& layout = GetParam();
   const int p = std::accumulate(layout.begin(), layout.end(), 0);
-  testing::TestCluster cluster = start_hosts(layout);
+  testing::TestCluster cluster = testing::start_hosts(layout);
   ASSERT_EQ(static_cast<int>(cluster.clients.size()), p);
   testing::Failures failures;
   const std::vector<std::uint64_t> counts = {0, 1, static_cast<std::uint64_t>(p - 1), 1000,
@@ -196,7 +184,7 @@ void expect_one_op_lost(testing::TestCluster& cluster, int late, ErrorCode code,
 }
 
 TEST(ClusterLocalRanksFailures, ALocalRankThatSubmitsNothingFailsItsPlaceOnEveryRank) {
-  testing::TestCluster cluster = start_hosts({2, 1});
+  testing::TestCluster cluster = testing::start_hosts({2, 1});
   ASSERT_EQ(cluster.clients.size(), 3u);
   expect_one_op_lost(cluster, 1, ErrorCode::deadline_exceeded, "local rank 1 (rank 1)");
   // Its own op at that place fails when it comes, saying why; the next ops pair again.
@@ -212,7 +200,7 @@ TEST(ClusterLocalRanksFailures, ALocalRankThatSubmitsNothingFailsItsPlaceOnEvery
 }
 
 TEST(ClusterLocalRanksFailures, ALocalClientThatGoesFailsTheOthersAtOnceAndTheDaemonsServeOn) {
-  testing::TestCluster cluster = start_hosts({2, 1});
+  testing::TestCluster cluster = testing::start_hosts({2, 1});
   ASSERT_EQ(cluster.clients.size(), 3u);
   // Every rank's client submits: rank 1's is its rank's submitting client when it goes.
   testing::on_every_rank(cluster, [&](int, Client& client) { EXPECT_NO_THROW(client.barrier()); });
@@ -254,7 +242,7 @@ TEST(ClusterLocalRanksFailures, ALocalClientThatGoesFailsTheOthersAtOnceAndTheDa
 }
 
 TEST(ClusterLocalRanksFailures, LocalRanksThatSubmitDifferentOpsFailOnEveryRankNamingBoth) {
-  testing::TestCluster cluster = start_hosts({2, 2});
+  testing::TestCluster cluster = testing::start_hosts({2, 2});
   ASSERT_EQ(cluster.clients.size(), 4u);
   testing::Failures failures;
   testing::on_every_rank(cluster, [&](int rank, Client& client) {
@@ -278,7 +266,7 @@ TEST(ClusterLocalRanksFailures, LocalRanksThatSubmitDifferentOpsFailOnEveryRankN
 }
 
 TEST(ClusterLocalRanksInput, AClientOfALocalRankTheDaemonDoesNotServeIsRefusedSayingWhich) {
-  testing::TestCluster cluster = start_hosts({2});
+  testing::TestCluster cluster = testing::start_hosts({2});
   ASSERT_EQ(cluster.clients.size(), 2u);
   const std::string socket = cluster.cluster->sockets()[0];
   for (const int wrong : {2, -1}) {
@@ -313,7 +301,7 @@ TEST(ClusterLocalRanksInput, AClientOfALocalRankTheDaemonDoesNotServeIsRefusedSa
 }
 
 TEST(ClusterLocalRanksInput, AMalformedLocalRankInTheEnvironmentIsAClearError) {
-  testing::TestCluster cluster = start_hosts({2});
+  testing::TestCluster cluster = testing::start_hosts({2});
   ASSERT_EQ(cluster.clients.size(), 2u);
   ASSERT_EQ(::setenv("LOCAL_RANK", "1x", 1), 0);
   try {

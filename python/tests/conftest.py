@@ -6,6 +6,7 @@ import signal
 import subprocess
 import threading
 
+import numpy as np
 import pytest
 
 import gradsync
@@ -64,6 +65,16 @@ class Group:
             if error is not None:
                 raise error
         return results
+
+    def expect_every_rank_serves(self):
+        """An all-reduce on every rank gives the sum: what a test of a failed op ends with."""
+        def body(rank, client):
+            data = np.ones(4, dtype=np.float32)
+            client.allreduce(data)
+            return data
+
+        for data in self.on_every_rank(body):
+            np.testing.assert_array_equal(data, np.full(4, float(self.size), dtype=np.float32))
 
     def stop(self):
         if self.process.poll() is None:

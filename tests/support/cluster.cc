@@ -29,6 +29,28 @@ TestCluster start_cluster(cli::LocalClusterOptions options) {
   return result;
 }
 
+TestCluster start_hosts(const std::vector<int>& local_ranks,
+                        std::vector<std::string> coordinator_flags) {
+  cli::LocalClusterOptions options;
+  options.workers = static_cast<int>(local_ranks.size());
+  options.local_ranks = local_ranks;
+  options.segment_bytes = 64 << 10;
+  coordinator_flags.insert(coordinator_flags.end(), {"--calibration-ms", "0"});
+  options.coordinator_flags = std::move(coordinator_flags);
+  return start_cluster(options);
+}
+
+void expect_client_error(const std::function<void()>& call, ErrorCode code,
+                         const std::string& text) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one saying \"" << text << "\"";
+  } catch (const ClientError& error) {
+    EXPECT_EQ(error.code(), code) << error.what();
+    EXPECT_NE(std::string(error.what()).find(text), std::string::npos) << error.what();
+  }
+}
+
 void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>& body) {
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < cluster.clients.size(); ++r) {

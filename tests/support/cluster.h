@@ -25,8 +25,17 @@ TestCluster start_cluster(int workers, const std::string& algorithm = "",
 // The same with every option of `gradsync local` (its daemon is the build's).
 TestCluster start_cluster(cli::LocalClusterOptions options);
 
+// Daemons serving `local_ranks[h]` ranks on host h, with 64 KiB segments and no calibration (what
+// the tests of local ranks check does not depend on the table; timing algorithms only slows them).
+TestCluster start_hosts(const std::vector<int>& local_ranks,
+                        std::vector<std::string> coordinator_flags = {});
+
 // Runs `body(rank, client)` on one thread per rank and waits for all of them.
 void on_every_rank(TestCluster& cluster, const std::function<void(int, Client&)>& body);
+
+// `call` throws a ClientError of `code` whose message holds `text`.
+void expect_client_error(const std::function<void()>& call, ErrorCode code,
+                         const std::string& text);
 
 // Connects a new client for every rank (the old ones go) and checks that an all-reduce gives every
 // rank the right sum: what a test of bad input ends with.
