@@ -8,14 +8,16 @@
 # whose strangers cannot. Removes everything it made, also after a failure.
 #
 # Needs root (podman's networks, other users): installs podman where it is missing; without root
-# it says it is skipped (exit 77). Podman's state lives in build/containers, not in
-# /var/lib/containers, and stays there as a cache: the base images and the image's package layers
-# are made once, and a second run builds only what the sources changed. Each change of the sources
-# leaves its layers there; remove build/containers to reclaim the space.
+# it says it is skipped (exit 77). Podman's state lives in a cache of the machine's, outside the
+# clone (GRADSYNC_CONTAINER_CACHE, default ~/.cache/gradsync/containers, beside ccache's), not in
+# /var/lib/containers: the base images and the image's package layers are made once, whatever
+# clone runs next, and the image's compile goes through a ccache in a build cache mount
+# (deploy/Dockerfile). Each change of the sources leaves its layers there: past 8 GiB the unused
+# images are removed first.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${GRADSYNC_BIN:-$root/build/bin}
-cache=$root/build/containers
+cache=${GRADSYNC_CONTAINER_CACHE:-${HOME:-/root}/.cache/gradsync/containers}
 project=gradsync-test  # the compose project: its containers, network and volume carry the name
 work=""
 bench_pid=""  # a benchmark run in the background
@@ -63,6 +65,10 @@ graphroot = "$cache/storage"
 runroot = "$cache/run"
 EOF
 export CONTAINERS_CONF=$cache/containers.conf CONTAINERS_STORAGE_CONF=$cache/storage.conf
+if [ -d "$cache/storage" ] && [ "$(du -sm "$cache/storage" | cut -f1)" -gt 8192 ]; then
+  say "the cache is past 8 GiB: removing its unused images"
+  podman system prune -a -f >/dev/null
+fi
 
 # What podman changes outside its folders, as it was: restored by cleanup.
 ip_forward=$(cat /proc/sys/net/ipv4/ip_forward)
