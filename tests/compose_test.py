@@ -56,7 +56,7 @@ check(len(stages) >= 2 and all(s.startswith("debian:12") for s in stages),
 final = dockerfile[dockerfile.rindex("\nFROM"):]
 check(re.search(r"^USER\s+(?!root)\S+", final, re.M) is not None, "the final image runs as root")
 copies = re.findall(r"^COPY --from=build (.+) \S+$", final, re.M)
-check(copies == ["/build/bin/gradsyncd /build/bin/gradsync"], f"final image copies {copies}")
+check(copies == ["/out/gradsyncd /out/gradsync"], f"final image copies {copies}")
 entrypoint = re.search(r'^ENTRYPOINT \["([^"]+)"\]', final, re.M).group(1)
 daemons = [name for name, service in services.items()
            if service.get("entrypoint", [entrypoint])[0] == "gradsyncd"]
