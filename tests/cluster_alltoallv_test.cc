@@ -133,11 +133,14 @@ net::Deadline soon() { return net::Deadline::after(std::chrono::seconds(10)); }
 
 // A client speaking the protocol by hand on the socket: it writes what it likes in its regions.
 struct RawClient {
-  RawClient(const std::string& socket, int local_rank, const Client& partner) {
+  // Its ops pair with `partner`'s, as local rank `local_rank`; with a stream named, on that stream.
+  RawClient(const std::string& socket, int local_rank, const Client& partner,
+            const std::string& stream = "") {
     EXPECT_TRUE(net::connect_unix(socket, soon(), fd).ok());
     reader.emplace(fd.get());
     proto::ClientToDaemon hello = testing::hello_pairing_with(partner);
     hello.mutable_hello()->set_local_rank(local_rank);
+    if (!stream.empty()) hello.mutable_hello()->set_stream(stream);
     send(hello);
     proto::DaemonToClient reply;
     EXPECT_TRUE(reader->receive(reply, soon()).ok());
@@ -148,11 +151,15 @@ struct RawClient {
     EXPECT_TRUE(net::send_message(fd.get(), message, soon(), attached).ok());
   }
 
-  // Submits an op on a new region holding `bytes`, and returns its result's status.
-  proto::Status run(proto::SubmitOp op, const std::vector<std::uint64_t>& bytes) {
+  // Submits an op on a new region holding `values` (of `region_bytes` bytes, at most all of
+  // them; 0: all of them), and returns its result's status.
+  proto::Status run(proto::SubmitOp op, const std::vector<std::uint64_t>& values,
+                    std::uint64_t region_bytes = 0) {
     net::SharedRegion& region = regions.emplace_back();
-    EXPECT_TRUE(net::SharedRegion::create(bytes.size() * 8, region).ok());
-    std::memcpy(region.data(), bytes.data(), bytes.size() * 8);
+    if (region_bytes == 0) region_bytes = values.size() * 8;
+    EXPECT_TRUE(net::SharedRegion::create(region_bytes, region).ok());
+    std::memcpy(region.data(), values.data(),
+                std::min<std::uint64_t>(region_bytes, values.size() * 8));
     proto::ClientToDaemon attach;
     attach.mutable_attach()->set_region_id(regions.size());
     attach.mutable_attach()->set_bytes(region.size());
@@ -212,6 +219,30 @@ TEST(ClusterAlltoallvInput, ALocalClientWhoseSplitsDifferFromItsPartnersFailsThe
   EXPECT_NE(partner_error.find("splits tagged"), std::string::npos) << partner_error;
   raw.fd.reset();
   partner.close();
+  testing::expect_every_rank_still_serves(cluster);
+}
+
+// The daemon reads an alltoallv's splits from its region before anything else: a region too short
+// to hold them, and a split no region could hold, are refused saying so, and the daemon serves on.
+TEST(ClusterAlltoallvInput, SplitsTheRegionCannotHoldAreRefusedSayingWhy) {
+  testing::TestCluster cluster = testing::start_hosts({1});
+  RawClient raw(cluster.cluster->sockets()[0], 0, cluster.clients[0], "raw");
+  proto::SubmitOp alltoallv;
+  alltoallv.set_collective(to_proto(Collective::alltoallv));
+  alltoallv.set_dtype(to_proto(DataType::f32));
+  proto::Status status = raw.run(alltoallv, {1}, 4);
+  EXPECT_EQ(status.code(), proto::Status::INVALID_ARGUMENT) << status.message();
+  EXPECT_NE(status.message().find("needs its region to start with its 1 splits (8 bytes); region 1 "
+                                  "has 4"),
+            std::string::npos)
+      << status.message();
+  status = raw.run(alltoallv, {std::uint64_t{1} << 62, 0, 0});
+  EXPECT_EQ(status.code(), proto::Status::INVALID_ARGUMENT) << status.message();
+  EXPECT_NE(status.message().find("alltoallv split from rank 0 to rank 0 is 4611686018427387904 "
+                                  "elements, more than any region holds"),
+            std::string::npos)
+      << status.message();
+  raw.fd.reset();
   testing::expect_every_rank_still_serves(cluster);
 }
 
