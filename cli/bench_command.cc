@@ -239,11 +239,10 @@ class Bench {
                             median(spans), hosts, collective_);
     // The model prices the bytes that cross the network.
     const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
-    row.predicted_us = predicted_us(
-        plan_,
-        bench_op_shape(collective_, hosts, run.count, wire_size,
-                       host_layout(plan_).host_of(options_.root)),
-        ran);
+    row.predicted_us = predicted_us(plan_,
+                                    bench_op_shape(collective_, hosts, run.count, wire_size,
+                                                   host_layout(plan_).host_of(options_.root)),
+                                    ran);
     row.iterations = static_cast<int>(spans.size());
     for (const auto& rank_wrong : tally.wrong) row.wrong += rank_wrong[k];
     // An op past the bound is wrong; the bound holds for any algorithm.

@@ -81,8 +81,8 @@ void check_flags(const SubmitOptions& options, Collective collective) {
   const bool counted = !options.send_counts.empty() || !options.recv_counts.empty();
   if (collective == Collective::alltoallv &&
       (options.send_counts.empty() || options.recv_counts.empty())) {
-    throw CLI::ValidationError("--send-counts", "--send-counts and --recv-counts are required with " +
-                                                    collective_flag);
+    throw CLI::ValidationError(
+        "--send-counts", "--send-counts and --recv-counts are required with " + collective_flag);
   }
   if (counted && collective != Collective::alltoallv) {
     throw CLI::ValidationError("--send-counts",
@@ -152,10 +152,9 @@ std::uint64_t output_count(const SubmitOptions& options, Collective collective,
         return std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
       };
       if (sum(options.send_counts) != input_count) {
-        throw CLI::ValidationError("--send-counts", "add up to " +
-                                                        std::to_string(sum(options.send_counts)) +
-                                                        ", but --in holds " +
-                                                        std::to_string(input_count) + " elements");
+        throw CLI::ValidationError(
+            "--send-counts", "add up to " + std::to_string(sum(options.send_counts)) +
+                                 ", but --in holds " + std::to_string(input_count) + " elements");
       }
       return sum(options.recv_counts);
     }
@@ -258,8 +257,8 @@ Result run_op(Client& client, Collective collective, NpyArray& input, std::uint6
                                    op_options);
       break;
     case Collective::scatter:
-      handle = client.scatter_async(input.data.data(), result.data.data(), options.total, input.type,
-                                    op_options);
+      handle = client.scatter_async(input.data.data(), result.data.data(), options.total,
+                                    input.type, op_options);
       break;
     case Collective::barrier:
       throw std::logic_error("gradsync submit: unexpected collective");

@@ -15,7 +15,9 @@ Status splits_from_rows(std::span<const std::uint64_t> rows, int world_size,
                         std::vector<std::uint64_t>& splits) {
   const auto p = static_cast<std::size_t>(world_size);
   const auto sends = [&](std::size_t from, std::size_t to) { return rows[from * 2 * p + to]; };
-  const auto expects = [&](std::size_t at, std::size_t from) { return rows[at * 2 * p + p + from]; };
+  const auto expects = [&](std::size_t at, std::size_t from) {
+    return rows[at * 2 * p + p + from];
+  };
   constexpr int kPairsNamed = 3;
   int disagreeing = 0;
   std::string named;

@@ -89,9 +89,9 @@ Client Client::connect(const std::string& socket_path, const ConnectOptions& opt
   const auto deadline = net::Deadline::after(options.timeout);
   const int local_rank = options.local_rank ? *options.local_rank : local_rank_from_environment();
   ClientNames names(options.job, options.stream, socket_path, local_rank);
-  auto connection = std::make_unique<ClientConnection>(
-      connect_waiting(socket_path, options.timeout, deadline), local_rank, std::move(names),
-      options.members);
+  auto connection =
+      std::make_unique<ClientConnection>(connect_waiting(socket_path, options.timeout, deadline),
+                                         local_rank, std::move(names), options.members);
   connection->hello(net::Deadline(std::max(deadline.when(), net::Clock::now() + kHelloAtLeast)));
   connection->keep_names();
   return Client(std::move(connection));
@@ -282,8 +282,14 @@ Handle Client::alltoallv_async(const void* input, std::span<const std::uint64_t>
   if (Status agreed = splits_from_rows(rows, p, splits); !agreed.ok()) throw ClientError(agreed);
   const OpShape shape = alltoallv_shape(p, std::move(splits), element_size(type));
   const std::uint64_t sent = data_bytes(shape, rank());
-  Submission submission{shape, type,   input, splits_bytes(shape), sent, output,
-                        splits_bytes(shape) + sent, output_bytes(shape, rank())};
+  Submission submission{shape,
+                        type,
+                        input,
+                        splits_bytes(shape),
+                        sent,
+                        output,
+                        splits_bytes(shape) + sent,
+                        output_bytes(shape, rank())};
   submission.splits = submission.shape.splits;
   return Handle(open()->submit(submission, options));
 }
@@ -344,8 +350,8 @@ void Client::allgather(const void* input, void* output, std::size_t count, DataT
 void Client::broadcast(void* data, std::size_t count, DataType type, const OpOptions& options) {
   broadcast_async(data, count, type, options).wait();
 }
-void Client::alltoallv(const void* input, std::span<const std::uint64_t> send_counts,
-                       void* output, std::span<const std::uint64_t> recv_counts, DataType type,
+void Client::alltoallv(const void* input, std::span<const std::uint64_t> send_counts, void* output,
+                       std::span<const std::uint64_t> recv_counts, DataType type,
                        const OpOptions& options) {
   alltoallv_async(input, send_counts, output, recv_counts, type, options).wait();
 }

@@ -13,8 +13,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "client/gradsync_client.h"
@@ -149,9 +149,9 @@ class ClientConnection {
     if (!members_.empty()) {
       const auto member = std::find(members_.begin(), members_.end(), rank_);
       if (member == members_.end()) {
-        throw ClientError(Status(ErrorCode::invalid_argument,
-                                 "rank " + std::to_string(rank_) + " is not a member of subgroup " +
-                                     describe_members(members_)));
+        throw ClientError(Status(ErrorCode::invalid_argument, "rank " + std::to_string(rank_) +
+                                                                  " is not a member of subgroup " +
+                                                                  describe_members(members_)));
       }
       rank_ = static_cast<int>(member - members_.begin());
       world_size_ = static_cast<int>(members_.size());

@@ -26,8 +26,7 @@ Span block(const Schedule& schedule, BufferId buffer, int index) {
 // own block is copied in the last round. Copied in the first, it would make every later round wait
 // for the whole first round (docs/architecture.md §4.2), and so for its longest block.
 template <typename SentBlock, typename ReceivedBlock>
-void add_direct_exchange(Schedule& schedule, const SentBlock& sent,
-                         const ReceivedBlock& received) {
+void add_direct_exchange(Schedule& schedule, const SentBlock& sent, const ReceivedBlock& received) {
   const int p = schedule.shape.world_size;
   const int r = schedule.rank;
   for (int k = 1; k < p; ++k) {

@@ -59,8 +59,7 @@ std::uint64_t splits_digest(const OpShape& shape) {
 
 OpShape alltoallv_shape(int world_size, std::vector<std::uint64_t> splits,
                         std::size_t element_size) {
-  const std::uint64_t most =
-      splits.empty() ? 0 : *std::max_element(splits.begin(), splits.end());
+  const std::uint64_t most = splits.empty() ? 0 : *std::max_element(splits.begin(), splits.end());
   return {Collective::alltoallv, world_size, most, element_size, 0, std::move(splits)};
 }
 

@@ -30,8 +30,8 @@ enum class Collective : std::uint8_t {
   broadcast,
   alltoall,
   barrier,
-  reduce,  // the reduction, on the root only
-  gather,  // rank r's chunk of the balanced partition, to the root
+  reduce,    // the reduction, on the root only
+  gather,    // rank r's chunk of the balanced partition, to the root
   scatter,   // the root's chunk r of the balanced partition, to rank r
   alltoallv  // all-to-all whose every ordered pair of ranks has its own count (OpShape::splits)
 };
@@ -53,10 +53,9 @@ inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, Redu
                                              ReduceOp::max, ReduceOp::avg,  ReduceOp::band,
                                              ReduceOp::bor, ReduceOp::bxor};
 inline constexpr Collective kAllCollectives[] = {
-    Collective::allreduce, Collective::reduce_scatter, Collective::allgather,
-    Collective::broadcast, Collective::alltoall,       Collective::barrier,
-    Collective::reduce,    Collective::gather,         Collective::scatter,
-    Collective::alltoallv};
+    Collective::allreduce, Collective::reduce_scatter, Collective::allgather, Collective::broadcast,
+    Collective::alltoall,  Collective::barrier,        Collective::reduce,    Collective::gather,
+    Collective::scatter,   Collective::alltoallv};
 inline constexpr Algorithm kAllAlgorithms[] = {
     Algorithm::tree,   Algorithm::hypercube, Algorithm::ring,          Algorithm::halving_doubling,
     Algorithm::direct, Algorithm::bruck,     Algorithm::dissemination, Algorithm::probe};

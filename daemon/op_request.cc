@@ -71,8 +71,7 @@ Status read_splits(const PendingOp& pending, std::uint64_t most, OpShape& shape)
 }  // namespace
 
 Status prepare_op(const PendingOp& pending, int rank, const HostLayout& layout,
-                  const GroupPlan& plan,
-                  const Subgroup* subgroup, std::optional<Algorithm> forced,
+                  const GroupPlan& plan, const Subgroup* subgroup, std::optional<Algorithm> forced,
                   engine::ExecuteOptions& options, OpShape& shape, std::uint64_t& table_bytes) {
   table_bytes = 0;
   const int world_size = layout.world_size();

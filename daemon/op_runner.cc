@@ -30,8 +30,7 @@ std::vector<proto::DaemonToClient> replies(const LocalOps& local_ops, const Stat
 }  // namespace
 
 OpRunner::OpRunner(const WorkerConfig& config, engine::AbortSignal& abort, OpThreadWatch& watch,
-                   TableGate& table_gate, OpTimes& op_times, NewPlan new_plan,
-                   ReportDue report_due)
+                   TableGate& table_gate, OpTimes& op_times, NewPlan new_plan, ReportDue report_due)
     : config_(config),
       abort_(abort),
       hangups_(abort),
@@ -131,10 +130,9 @@ Status OpRunner::run_between_hosts(const LocalOps& local_ops, const OpGroup& gro
   watch_.op_began(options.deadline.when());
   hangups_.watch(local_ops, layout_.first_rank(rank()));
   const auto began = net::Clock::now();
-  const Status status =
-      engine::execute(build_schedule(host_op.between_hosts(), options.descriptor.algorithm,
-                                     group.host),
-                      host_op.buffers(), *mesh_, options);
+  const Status status = engine::execute(
+      build_schedule(host_op.between_hosts(), options.descriptor.algorithm, group.host),
+      host_op.buffers(), *mesh_, options);
   const double between_hosts_us =
       std::chrono::duration<double, std::micro>(net::Clock::now() - began).count();
   watch_.op_ended();
@@ -154,10 +152,9 @@ Status OpRunner::prepare_local_ops(const LocalOps& local_ops, const OpGroup& gro
     const PendingOp& op = local_ops.ops[index];
     const std::string name = "rank " + std::to_string(first + op.local_rank);
     engine::ExecuteOptions mine = options;
-    Status status =
-        prepare_op(op, group.layout->first_rank(group.host) + static_cast<int>(index),
-                   *group.layout, plan_, group.subgroup, config_.algorithm, mine, shape,
-                   table_bytes);
+    Status status = prepare_op(op, group.layout->first_rank(group.host) + static_cast<int>(index),
+                               *group.layout, plan_, group.subgroup, config_.algorithm, mine, shape,
+                               table_bytes);
     if (!status.ok()) return Status(status.code(), name + ": " + status.message());
     if (index == 0) {
       options = mine;

@@ -73,9 +73,8 @@ TEST(BenchCommand, AWireTypesRowsMeasureTheirErrorWithinTheBound) {
 // Every collective the client has, timed and checked on every rank: its rows name it, and a
 // rooted one runs from the root asked for.
 TEST(BenchCommand, EveryCollectiveIsTimedAndItsResultsChecked) {
-  for (const std::string collective :
-       {"reduce_scatter", "allgather", "broadcast", "alltoall", "reduce", "gather", "scatter",
-        "alltoallv"}) {
+  for (const std::string collective : {"reduce_scatter", "allgather", "broadcast", "alltoall",
+                                       "reduce", "gather", "scatter", "alltoallv"}) {
     nlohmann::json rows;
     const auto result = run_bench(
         3,

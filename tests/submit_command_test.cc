@@ -2,9 +2,8 @@
 // daemon is contacted, and two ranks of a local cluster reduce real files.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 
