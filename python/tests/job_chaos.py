@@ -51,7 +51,7 @@ FAULTS = ("kill", "interrupt", "second")
 SIZES = (1, 5, 1000, 4097, 65536, 1 << 20)
 SIZE_WEIGHTS = (2, 2, 3, 2, 2, 1)
 KINDS = ("allreduce", "allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall",
-         "barrier")
+         "alltoallv", "barrier")
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,23 @@ def run_alltoall(np: Any, client: Any, step: Step, rank: int, index: int,
     return compare(np, output, np.concatenate([block + (i * WORLD + rank) for i in range(WORLD)]))
 
 
+def run_alltoallv(np: Any, client: Any, step: Step, rank: int, index: int,
+                  timeout: float) -> Optional[str]:
+    """As run_alltoall, with blocks of their own lengths: rank i sends rank j count // p +
+    (i + 2j) mod 3 values."""
+    def block(source: int, destination: int) -> Any:
+        length = step.count // WORLD + (source + 2 * destination) % 3
+        return base_values(np, length, index, step.dtype) + (source * WORLD + destination)
+
+    sent = np.concatenate([block(rank, j) for j in range(WORLD)])
+    expected = np.concatenate([block(i, rank) for i in range(WORLD)])
+    output = np.full(expected.size, -1, dtype=step.dtype)
+    client.alltoall(sent, output, timeout=timeout,
+                    send_counts=[block(rank, j).size for j in range(WORLD)],
+                    recv_counts=[block(i, rank).size for i in range(WORLD)])
+    return compare(np, output, expected)
+
+
 def run_barrier(np: Any, client: Any, step: Step, rank: int, index: int,
                 timeout: float) -> Optional[str]:
     client.barrier(timeout=timeout)
@@ -154,7 +171,7 @@ def run_barrier(np: Any, client: Any, step: Step, rank: int, index: int,
 RUNNERS: dict[str, Callable[..., Optional[str]]] = {
     "allreduce": run_allreduce, "allgather": run_allgather,
     "reduce_scatter": run_reduce_scatter, "broadcast": run_broadcast,
-    "alltoall": run_alltoall, "barrier": run_barrier,
+    "alltoall": run_alltoall, "alltoallv": run_alltoallv, "barrier": run_barrier,
 }
 # The next job's one op: a plain gradient all-reduce.
 FIRST_OP = Step("allreduce", 65536, "float32", "sum")
