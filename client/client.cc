@@ -294,6 +294,43 @@ Handle Client::alltoallv_async(const void* input, std::span<const std::uint64_t>
   return Handle(open()->submit(submission, options));
 }
 
+Handle Client::send_async(const void* data, std::size_t count, DataType type, int peer,
+                          std::int64_t tag, const OpOptions& options) {
+  const std::uint64_t bytes = count * element_size(type);
+  Submission submission{{Collective::broadcast, world_size(), count, element_size(type)},
+                        type,
+                        data,
+                        0,
+                        bytes};
+  submission.transfer = {proto::TRANSFER_SEND, peer, tag};
+  return Handle(open()->submit(submission, options));
+}
+
+Handle Client::receive_async(void* data, std::size_t count, DataType type, int peer,
+                             std::int64_t tag, const OpOptions& options) {
+  const std::uint64_t bytes = count * element_size(type);
+  Submission submission{{Collective::broadcast, world_size(), count, element_size(type)},
+                        type,
+                        nullptr,
+                        0,
+                        0,
+                        data,
+                        0,
+                        bytes};
+  submission.transfer = {proto::TRANSFER_RECEIVE, peer, tag};
+  return Handle(open()->submit(submission, options));
+}
+
+void Client::send(const void* data, std::size_t count, DataType type, int peer, std::int64_t tag,
+                  const OpOptions& options) {
+  send_async(data, count, type, peer, tag, options).wait();
+}
+
+void Client::receive(void* data, std::size_t count, DataType type, int peer, std::int64_t tag,
+                     const OpOptions& options) {
+  receive_async(data, count, type, peer, tag, options).wait();
+}
+
 Handle Client::reduce_async(void* data, std::size_t count, DataType type,
                             const OpOptions& options) {
   const std::uint64_t bytes = count * element_size(type);

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -88,6 +89,14 @@ struct Submission {
   std::uint64_t output_bytes = 0;
   // alltoallv: its splits, which lead the region (collective/schedule.h: splits_bytes).
   std::span<const std::uint64_t> splits = {};
+  // A point-to-point message instead of a collective: of shape.count values of
+  // shape.element_size bytes.
+  struct Transfer {
+    proto::Transfer kind = proto::TRANSFER_SEND;
+    int peer = 0;
+    std::int64_t tag = 0;
+  };
+  std::optional<Transfer> transfer = std::nullopt;
 };
 
 class ClientConnection {
@@ -183,9 +192,11 @@ class ClientConnection {
                                                      " ops in flight within this op's timeout"));
       }
     }
-    const std::uint64_t bytes = splits_bytes(submission.shape) +
-                                data_bytes(submission.shape, rank_) +
-                                output_bytes(submission.shape, rank_);
+    const OpShape& shape = submission.shape;
+    const std::uint64_t bytes =
+        submission.transfer
+            ? shape.count * shape.element_size
+            : splits_bytes(shape) + data_bytes(shape, rank_) + output_bytes(shape, rank_);
     auto state = std::make_shared<OpState>();
     state->request_id = next_request_id_++;
     state->connection = this;
@@ -218,7 +229,13 @@ class ClientConnection {
     op.count = submission.shape.count;
     op.socket_messages_before = socket_messages_sent_;
     op.process_order = next_process_order();
-    op.collective = to_proto(submission.shape.collective);
+    op.collective =
+        submission.transfer ? proto::COLLECTIVE_UNSPECIFIED : to_proto(submission.shape.collective);
+    if (submission.transfer) {
+      op.transfer = submission.transfer->kind;
+      op.peer = submission.transfer->peer;
+      op.tag = submission.transfer->tag;
+    }
     op.dtype = to_proto(submission.type);
     op.op = to_proto(options.op);
     op.algorithm = options.algorithm ? to_proto(*options.algorithm) : proto::ALGORITHM_AUTO;

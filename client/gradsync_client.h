@@ -267,6 +267,21 @@ class Client {
                        const OpOptions& options = {});
   void barrier(const OpOptions& options = {});
 
+  // Point to point (docs/clients.md, "Point to point"): `count` elements of `data` to rank `peer`
+  // of this client's stream (a subgroup's client: a subgroup rank), matched in order with that
+  // rank's receive from this one of the same tag (0 to 2^31 - 1), whose count and type must be
+  // the same. Returns once the bytes are out. Every send and receive in flight moves at once,
+  // whatever order they were posted in: a ring of async ones cannot deadlock.
+  void send(const void* data, std::size_t count, DataType type, int peer, std::int64_t tag = 0,
+            const OpOptions& options = {});
+  Handle send_async(const void* data, std::size_t count, DataType type, int peer,
+                    std::int64_t tag = 0, const OpOptions& options = {});
+  // `data` receives `count` elements from rank `peer`: its send to this rank of the same tag.
+  void receive(void* data, std::size_t count, DataType type, int peer, std::int64_t tag = 0,
+               const OpOptions& options = {});
+  Handle receive_async(void* data, std::size_t count, DataType type, int peer,
+                       std::int64_t tag = 0, const OpOptions& options = {});
+
  private:
   friend GroupPlan full_plan(Client& client, std::chrono::milliseconds timeout);
   explicit Client(std::unique_ptr<ClientConnection> connection);

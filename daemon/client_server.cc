@@ -11,6 +11,7 @@
 
 #include "collective/subgroup.h"
 #include "daemon/client_acceptor.h"
+#include "daemon/client_messages.h"
 #include "daemon/client_session.h"
 #include "daemon/op_queue_spinner.h"
 #include "daemon/op_request.h"
@@ -42,7 +43,8 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
         pairing_timer_(io),
         hello_(std::move(hello)),
         plan_(std::move(plan)),
-        hooks_(std::move(hooks)) {
+        hooks_(std::move(hooks)),
+        messages_(hooks_.post_message) {
     acceptor_.set_host(hello_.host());
   }
 
@@ -55,6 +57,9 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
   void new_plan(proto::GroupPlan plan) { plan_ = std::move(plan); }
   void new_generation(proto::DaemonHello hello, proto::GroupPlan plan);
   void stop();
+  void messages_done(const std::vector<engine::MessageDone>& done) {
+    for (const auto& [op, reply] : messages_.done(done)) answered(op, reply, nullptr);
+  }
 
  private:
   void take(ClientSession::Socket socket, const net::PeerCredentials& peer);
@@ -98,6 +103,7 @@ class ClientServer::Loop : public std::enable_shared_from_this<ClientServer::Loo
   bool between_generations_ = false;
   std::vector<std::weak_ptr<ClientSession>> awaiting_hello_;  // until the next generation
   const ServerHooks hooks_;
+  ClientMessages messages_;
   std::map<ClientId, Session> sessions_;
   ClientId last_client_ = 0;
 };
@@ -300,8 +306,9 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
     return session->answer(op, failure_reply(op, changed));
   }
   if (Status claimed = claim(session); !claimed.ok()) {
-    if (claimed.code() != ErrorCode::mismatch)
+    if (claimed.code() != ErrorCode::mismatch || submitted.transfer() != proto::TRANSFER_NONE) {
       return session->answer(op, failure_reply(op, claimed));
+    }
     // Another job holds the daemon: the op fails on every rank at once, the others told why.
     op.key = session->stream().key(session->take_place());
     LocalOps refused{{}, claimed, {}};
@@ -309,8 +316,15 @@ bool ClientServer::Loop::submit(const Session& session, const proto::SubmitOp& s
     const std::vector<proto::DaemonToClient> replies = hooks_.run(refused);
     return session->answer(refused.ops.front(), replies.front());
   }
-  op.key = pairing_.key_of(session->id(), session->take_place());
   op.region = session->region(op.op.region_id());
+  if (submitted.transfer() != proto::TRANSFER_NONE) {
+    // A point-to-point message takes no place of its stream: it pairs with its peer's alone.
+    op.key = session->stream().key(0);
+    const std::optional<proto::DaemonToClient> refused = messages_.post(
+        op, hello_.rank() + session->local_rank(), hello_.world_size(), session->members());
+    return !refused || session->answer(op, *refused);
+  }
+  op.key = pairing_.key_of(session->id(), session->take_place());
   pairing_.submit(std::move(op));
   return true;
 }
@@ -470,6 +484,10 @@ void ClientServer::Loop::drop(const Session& session, const std::string& why) {
 }
 
 void ClientServer::Loop::end(Session session) {
+  if (pairing_.submits(session->id())) {
+    hooks_.client_left(session->stream().key(0), hello_.rank() + session->local_rank(),
+                       "its client (pid " + std::to_string(session->pid()) + ") left");
+  }
   for (const Leaver& leaver : pairing_.left(session->id())) {
     post([leaver](Loop& self) {
       self.pairing_.fail_place_left(leaver);
@@ -524,6 +542,10 @@ ClientServer::~ClientServer() { loop_->stop(); }
 void ClientServer::generation_ended() { loop_->generation_ended(); }
 
 void ClientServer::new_plan(proto::GroupPlan plan) { loop_->new_plan(std::move(plan)); }
+
+void ClientServer::messages_done(const std::vector<engine::MessageDone>& done) {
+  loop_->messages_done(done);
+}
 
 void ClientServer::new_generation(proto::DaemonHello hello, proto::GroupPlan plan) {
   loop_->new_generation(std::move(hello), std::move(plan));

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "daemon/stream_pairing.h"
+#include "engine/point_to_point.h"
 #include "gradsync.pb.h"
 #include "net/socket.h"
 #include "net/unique_fd.h"
@@ -48,6 +49,12 @@ struct ServerHooks {
   std::function<void(const engine::OpKey& stream, const Status& why)> stream_ended;
   // The worker's part of a status reply; the server adds what it knows of its clients.
   std::function<proto::DaemonStatus()> status;
+  // Posts a client's point-to-point message, answered later through
+  // ClientServer::messages_done().
+  std::function<void(engine::PostedMessage message)> post_message;
+  // The submitting client of global rank `rank` in `stream` (its job and stream) has left, as
+  // `why` says: the messages its peers post to it, or wait for from it, fail.
+  std::function<void(const engine::OpKey& stream, int rank, const std::string& why)> client_left;
 };
 
 // Everything it holds lives on `io`'s thread (the worker's op thread): it is made, used and
@@ -69,6 +76,9 @@ class ClientServer {
   void new_generation(proto::DaemonHello hello, proto::GroupPlan plan);
   // The generation's plan has a new table version.
   void new_plan(proto::GroupPlan plan);
+  // Point-to-point messages posted through ServerHooks::post_message are done: their clients are
+  // answered.
+  void messages_done(const std::vector<engine::MessageDone>& done);
 
  private:
   class Loop;  // the part that handlers on the event loop keep alive

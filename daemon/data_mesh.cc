@@ -41,25 +41,27 @@ constexpr int kOpeningsPerStranger = 128;
 enum class End { accepting, connecting };
 
 std::string mesh_proof(const net::GroupSecret& secret, End end, std::uint64_t generation,
-                       int prover, int other, std::string_view other_nonce,
+                       int prover, int other, Lane lane, std::string_view other_nonce,
                        std::string_view own_nonce) {
   return secret.prove(
       end == End::accepting ? "gradsync data accept" : "gradsync data connect",
       {net::proof_field(generation), net::proof_field(static_cast<std::uint64_t>(prover)),
-       net::proof_field(static_cast<std::uint64_t>(other)), other_nonce, own_nonce});
+       net::proof_field(static_cast<std::uint64_t>(other)),
+       net::proof_field(static_cast<std::uint64_t>(lane)), other_nonce, own_nonce});
 }
 
 constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
 
-// Opens a connection to `peer`, a lower rank: the hello (with a nonce when there is a secret),
-// then, with a secret, the peer's proof checked and this rank's sent.
-Status greet(int fd, int peer, const MeshPlan& plan, const net::GroupSecret& secret,
+// Opens a connection of `lane` to `peer`, a lower rank: the hello (with a nonce when there is a
+// secret), then, with a secret, the peer's proof checked and this rank's sent.
+Status greet(int fd, int peer, Lane lane, const MeshPlan& plan, const net::GroupSecret& secret,
              net::Deadline deadline) {
   const std::string nonce = secret.empty() ? std::string() : net::make_nonce();
   FrameHeader hello;
   hello.kind = FrameKind::hello;
   hello.generation = plan.generation;
   hello.op.place = static_cast<std::uint64_t>(plan.rank);
+  hello.round = static_cast<std::uint32_t>(lane);
   hello.length = nonce.size();
   hello.descriptor.count = static_cast<std::uint64_t>(plan.world_size);
   if (Status status = net::write_all(fd, engine::encode(hello), deadline); !status.ok()) {
@@ -81,12 +83,12 @@ Status greet(int fd, int peer, const MeshPlan& plan, const net::GroupSecret& sec
   }
   const std::string_view peer_nonce = std::string_view(answer).substr(0, net::kNonceBytes);
   if (!net::same_proof(std::string_view(answer).substr(net::kNonceBytes),
-                       mesh_proof(secret, End::accepting, plan.generation, peer, plan.rank, nonce,
-                                  peer_nonce))) {
+                       mesh_proof(secret, End::accepting, plan.generation, peer, plan.rank, lane,
+                                  nonce, peer_nonce))) {
     return unproven("a wrong proof");
   }
   const std::string proof =
-      mesh_proof(secret, End::connecting, plan.generation, plan.rank, peer, peer_nonce, nonce);
+      mesh_proof(secret, End::connecting, plan.generation, plan.rank, peer, lane, peer_nonce, nonce);
   return net::write_all(fd, std::as_bytes(std::span(proof)), deadline);
 }
 
@@ -125,8 +127,9 @@ std::set<std::string> connecting_addresses(const MeshPlan& plan) {
   return addresses;
 }
 
-// Names the rank a hello comes from, or says why it is not one of ours.
-Status check_hello(const engine::EncodedHeader& bytes, const MeshPlan& plan, int& rank) {
+// Names the rank a hello comes from and the lane it opens, or says why it is not one of ours.
+Status check_hello(const engine::EncodedHeader& bytes, const MeshPlan& plan, int& rank,
+                   Lane& lane) {
   FrameHeader hello;
   if (Status status = engine::decode(bytes, hello); !status.ok()) return status;
   if (hello.kind != FrameKind::hello) {
@@ -145,7 +148,12 @@ Status check_hello(const engine::EncodedHeader& bytes, const MeshPlan& plan, int
                                                  ", which does not connect to rank " +
                                                  std::to_string(plan.rank));
   }
+  if (hello.round >= kLanes) {
+    return Status(ErrorCode::protocol_error, "hello for lane " + std::to_string(hello.round) +
+                                                 "; there are " + std::to_string(kLanes));
+  }
   rank = static_cast<int>(hello.op.place);
+  lane = static_cast<Lane>(hello.round);
   return {};
 }
 
@@ -260,7 +268,8 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
   // the exchange of proofs. Called with `mutex` held.
   void take_hello(const std::shared_ptr<Arrival>& arrival, const Status& read) {
     int rank = -1;
-    Status hello = read.ok() ? check_hello(arrival->hello, plan, rank) : read;
+    Lane lane = Lane::collectives;
+    Status hello = read.ok() ? check_hello(arrival->hello, plan, rank, lane) : read;
     if (hello.ok() && !comes_from(arrival->from, plan.peers[rank])) {
       hello = Status(ErrorCode::unauthenticated, "a hello from rank " + std::to_string(rank) +
                                                      ", whose address is " +
@@ -275,24 +284,25 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
     if (!hello.ok()) {
       reject(*arrival, hello);
     } else if (secret.empty()) {
-      admit(*arrival, rank);
+      admit(*arrival, rank, lane);
     } else {
-      prove_and_check(arrival, rank);
+      prove_and_check(arrival, rank, lane);
     }
   }
 
   // Answers the hello with this rank's nonce and proof, then reads and checks the connecting
   // rank's proof.
-  void prove_and_check(const std::shared_ptr<Arrival>& arrival, int rank) {
+  void prove_and_check(const std::shared_ptr<Arrival>& arrival, int rank, Lane lane) {
     arrival->own_nonce = net::make_nonce();
     arrival->answer =
         arrival->own_nonce + mesh_proof(secret, End::accepting, plan.generation, plan.rank, rank,
-                                        arrival->nonce, arrival->own_nonce);
+                                        lane, arrival->nonce, arrival->own_nonce);
     arrival->proof.resize(kProofBytes);
     arm(arrival);
     asio::async_write(
         arrival->socket, asio::buffer(arrival->answer),
-        [self = shared_from_this(), arrival, rank](const asio::error_code& error, std::size_t) {
+        [self = shared_from_this(), arrival, rank, lane](const asio::error_code& error,
+                                                         std::size_t) {
           if (error) {
             arrival->deadline.cancel();
             std::lock_guard lock(self->mutex);
@@ -301,7 +311,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
           }
           asio::async_read(
               arrival->socket, asio::buffer(arrival->proof),
-              [self, arrival, rank](const asio::error_code& failed, std::size_t) {
+              [self, arrival, rank, lane](const asio::error_code& failed, std::size_t) {
                 arrival->deadline.cancel();
                 std::lock_guard lock(self->mutex);
                 if (failed) {
@@ -309,11 +319,11 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
                 } else if (!net::same_proof(arrival->proof,
                                             mesh_proof(self->secret, End::connecting,
                                                        self->plan.generation, rank, self->plan.rank,
-                                                       arrival->own_nonce, arrival->nonce))) {
+                                                       lane, arrival->own_nonce, arrival->nonce))) {
                   self->reject(*arrival, Status(ErrorCode::unauthenticated,
                                                 "it does not prove the group secret"));
                 } else {
-                  self->admit(*arrival, rank);
+                  self->admit(*arrival, rank, lane);
                 }
               });
         });
@@ -325,11 +335,13 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
     arrival.socket.close(ignored);
   }
 
-  // Takes the connection as rank `rank`'s, unless that rank has one. Called with `mutex` held.
-  void admit(Arrival& arrival, int rank) {
-    if (formed || accepted[rank].valid()) {
-      reject(arrival, Status(ErrorCode::protocol_error,
-                             "rank " + std::to_string(rank) + " is already connected"));
+  // Takes the connection as rank `rank`'s of `lane`, unless that rank has one. Called with `mutex`
+  // held.
+  void admit(Arrival& arrival, int rank, Lane lane) {
+    net::UniqueFd& place = accepted.of(lane)[rank];
+    if (formed || place.valid()) {
+      reject(arrival, Status(ErrorCode::protocol_error, "rank " + std::to_string(rank) +
+                                                            " is already connected on that lane"));
       return;
     }
     // The deadline may have closed the socket in the same round as the last read completed.
@@ -339,8 +351,8 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
       reject(arrival, step_failure(asio::error::operation_aborted));
       return;
     }
-    accepted[rank] = net::UniqueFd(fd);
-    net::tune_for_data_plane(accepted[rank].get());
+    place = net::UniqueFd(fd);
+    net::tune_for_data_plane(place.get());
     if (--missing == 0) signal_all_arrived();
   }
 
@@ -362,7 +374,7 @@ struct DataPort::Loop : std::enable_shared_from_this<DataPort::Loop> {
   std::vector<std::shared_ptr<Arrival>> early;  // hellos read before `plan` was set
   net::UniqueFd all_arrived{
       ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};  // readable once none is missing
-  std::vector<net::UniqueFd> accepted;            // by rank: the higher ranks
+  MeshSockets accepted;                           // by lane and rank: the higher ranks
   int missing = 0;
   bool formed = false;  // from then on, every connection is turned away
 };
@@ -386,40 +398,40 @@ void DataPort::expect_new_plan() {
   std::lock_guard lock(loop_->mutex);
   loop_->planned = false;
   loop_->formed = false;
-  loop_->accepted.clear();
+  loop_->accepted = {};
   std::uint64_t signalled = 0;  // by the last generation's last arrival
   (void)!::read(loop_->all_arrived.get(), &signalled, sizeof signalled);
 }
 
 Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline, int cancel_fd,
-                           std::vector<net::UniqueFd>& sockets) {
+                           MeshSockets& sockets) {
   {
     std::lock_guard lock(loop_->mutex);
     loop_->plan = plan;
     loop_->planned = true;
     loop_->openings->set_group_addresses(connecting_addresses(plan));
-    loop_->accepted.clear();
-    loop_->accepted.resize(plan.world_size);
-    loop_->missing = plan.world_size - 1 - plan.rank;
+    loop_->accepted = MeshSockets::for_world(plan.world_size);
+    loop_->missing = static_cast<int>(kLanes) * (plan.world_size - 1 - plan.rank);
     if (loop_->missing == 0) loop_->signal_all_arrived();
   }
   asio::post(loop_->acceptor.get_executor(), [loop = loop_] { loop->take_early(); });
-  sockets.clear();
-  sockets.resize(plan.world_size);
+  sockets = MeshSockets::for_world(plan.world_size);
   for (int peer = 0; peer < plan.rank; ++peer) {
-    // The lower rank may still be starting.
-    if (Status status =
-            net::connect_tcp_retrying(plan.peers[peer], deadline, sockets[peer], cancel_fd);
-        !status.ok()) {
-      if (status.code() == ErrorCode::aborted) return status;
-      return Status(ErrorCode::peer_lost, "cannot reach rank " + std::to_string(peer) + " at " +
-                                              plan.peers[peer].to_string() + ": " +
-                                              status.message());
-    }
-    net::tune_for_data_plane(sockets[peer].get());
-    if (Status hello = greet(sockets[peer].get(), peer, plan, loop_->secret, deadline);
-        !hello.ok()) {
-      return hello;
+    for (const Lane lane : {Lane::collectives, Lane::point_to_point}) {
+      net::UniqueFd& socket = sockets.of(lane)[peer];
+      // The lower rank may still be starting.
+      if (Status status = net::connect_tcp_retrying(plan.peers[peer], deadline, socket, cancel_fd);
+          !status.ok()) {
+        if (status.code() == ErrorCode::aborted) return status;
+        return Status(ErrorCode::peer_lost, "cannot reach rank " + std::to_string(peer) + " at " +
+                                                plan.peers[peer].to_string() + ": " +
+                                                status.message());
+      }
+      net::tune_for_data_plane(socket.get());
+      if (Status hello = greet(socket.get(), peer, lane, plan, loop_->secret, deadline);
+          !hello.ok()) {
+        return hello;
+      }
     }
   }
   // The higher ranks connect on the event loop, which signals `all_arrived` once the last has.
@@ -432,10 +444,12 @@ Status DataPort::form_mesh(const MeshPlan& plan, net::Deadline deadline, int can
   loop_->formed = true;
   if (loop_->missing > 0) {
     return Status(ErrorCode::peer_lost,
-                  std::to_string(loop_->missing) + " higher ranks never connected");
+                  std::to_string(loop_->missing) + " connections of higher ranks never came");
   }
-  for (int peer = plan.rank + 1; peer < plan.world_size; ++peer) {
-    sockets[peer] = std::move(loop_->accepted[peer]);
+  for (const Lane lane : {Lane::collectives, Lane::point_to_point}) {
+    for (int peer = plan.rank + 1; peer < plan.world_size; ++peer) {
+      sockets.of(lane)[peer] = std::move(loop_->accepted.of(lane)[peer]);
+    }
   }
   return {};
 }

@@ -108,12 +108,13 @@ Status GenerationFormer::form_generation(int previous_rank, Generation& formed, 
   const auto with_rank = [&](const Status& failed) {
     return Status(failed.code(), "rank " + std::to_string(plan.rank) + ": " + failed.message());
   };
-  std::vector<net::UniqueFd> sockets;
+  MeshSockets sockets;
   status = data_port_.form_mesh(plan, net::Deadline::after(kMeshTimeout), abort_.fd(), sockets);
   if (!status.ok()) return with_rank(status);
   formed.mesh = std::make_unique<engine::PeerMesh>(
       plan.rank, plan.world_size, plan.generation,
-      std::make_unique<net::SocketChannels>(std::move(sockets)));
+      std::make_unique<net::SocketChannels>(std::move(sockets.collectives)));
+  formed.point_to_point = std::make_unique<net::SocketChannels>(std::move(sockets.point_to_point));
   if (Status ready = prepare_plan(handshake, formed, channel); !ready.ok()) return with_rank(ready);
   spdlog::info("worker rank {}: generation {} plan:\n{}", plan.rank, plan.generation,
                describe(formed.plan));

@@ -31,6 +31,7 @@ namespace gradsync::daemon {
 struct Generation {
   proto::Assignment assignment;
   std::unique_ptr<engine::PeerMesh> mesh;
+  std::unique_ptr<net::DataChannels> point_to_point;  // the point-to-point lane (data_mesh.h)
   proto::GroupPlan plan_message;
   GroupPlan plan;
   HostLayout layout;

@@ -32,6 +32,9 @@ proto::SubmitOp submit_op_from(const net::QueuedOp& queued) {
   op.set_root(queued.root);
   op.set_timeout_ms(queued.timeout_ms);
   op.set_wire(static_cast<proto::DataType>(queued.wire));
+  op.set_transfer(static_cast<proto::Transfer>(queued.transfer));
+  op.set_peer(queued.peer);
+  op.set_tag(queued.tag);
   std::string name(queued.name);
   for (char& c : name) {
     if (c < 0x20 || c > 0x7e) c = '?';

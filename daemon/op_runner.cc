@@ -30,7 +30,8 @@ std::vector<proto::DaemonToClient> replies(const LocalOps& local_ops, const Stat
 }  // namespace
 
 OpRunner::OpRunner(const WorkerConfig& config, engine::AbortSignal& abort, OpThreadWatch& watch,
-                   TableGate& table_gate, OpTimes& op_times, NewPlan new_plan, ReportDue report_due)
+                   TableGate& table_gate, OpTimes& op_times, NewPlan new_plan, ReportDue report_due,
+                   PointToPointThread::Done messages_done)
     : config_(config),
       abort_(abort),
       hangups_(abort),
@@ -38,13 +39,24 @@ OpRunner::OpRunner(const WorkerConfig& config, engine::AbortSignal& abort, OpThr
       table_gate_(table_gate),
       op_times_(op_times),
       new_plan_(std::move(new_plan)),
-      report_due_(std::move(report_due)) {}
+      report_due_(std::move(report_due)),
+      messages_done_(std::move(messages_done)) {}
 
 void OpRunner::install(Generation& formed) {
   assignment_ = std::move(formed.assignment);
   mesh_ = std::move(formed.mesh);
   plan_ = std::move(formed.plan);
   layout_ = std::move(formed.layout);
+  engine::PointToPointOptions messages;
+  messages.host = rank();
+  messages.generation = assignment_.generation();
+  for (int global = 0; global < layout_.world_size(); ++global) {
+    messages.host_of_rank.push_back(layout_.host_of(global));
+  }
+  messages.segment_bytes = config_.segment_bytes;
+  messages.stall_timeout = config_.stall_timeout;
+  point_to_point_ = std::make_unique<PointToPointThread>(
+      std::move(messages), std::move(formed.point_to_point), messages_done_);
   table_gate_.reset(assignment_.generation());
   op_times_.clear();
   ops_served_before_ = ops_served_;
@@ -53,18 +65,37 @@ void OpRunner::install(Generation& formed) {
 void OpRunner::end(const Status& why) {
   generation_end_ = why;
   mesh_.reset();
+  if (point_to_point_) point_to_point_->stop(between_generations());
+  point_to_point_.reset();
+}
+
+Status OpRunner::between_generations() const {
+  return Status(generation_end_.code(), "host " + std::to_string(rank()) + ": generation " +
+                                            std::to_string(assignment_.generation()) + " ended (" +
+                                            generation_end_.message() +
+                                            "); the group is forming the next");
+}
+
+void OpRunner::post_message(engine::PostedMessage message) {
+  if (point_to_point_ == nullptr) {
+    messages_done_({{message.id, between_generations()}});
+    return;
+  }
+  point_to_point_->post(std::move(message));
+}
+
+void OpRunner::client_left(const engine::OpKey& stream, int rank, const std::string& why) {
+  if (point_to_point_ != nullptr) {
+    point_to_point_->stream_ended(stream.job, stream.stream, static_cast<std::uint32_t>(rank),
+                                  why);
+  }
 }
 
 std::vector<proto::DaemonToClient> OpRunner::run(const LocalOps& local_ops) {
   const auto start = net::Clock::now();
   if (mesh_ == nullptr) {
     // The group is between generations: the ops fail at once, saying why.
-    return replies(local_ops,
-                   Status(generation_end_.code(),
-                          "host " + std::to_string(rank()) + ": generation " +
-                              std::to_string(assignment_.generation()) + " ended (" +
-                              generation_end_.message() + "); the group is forming the next"),
-                   Algorithm::ring, start);
+    return replies(local_ops, between_generations(), Algorithm::ring, start);
   }
   engine::PeerMesh& mesh = *mesh_;
   engine::ExecuteOptions options;

@@ -1,6 +1,7 @@
 // Runs the clients' ops of the generation the op thread serves: the op at one place of every local
 // rank's stream (stream_pairing.h) as one op between hosts (host_op.h), with the algorithm of the
-// table version in force at that op (table_gate.h), timed for the table's refinement (op_times.h).
+// table version in force at that op (table_gate.h), timed for the table's refinement (op_times.h);
+// and hands their point-to-point messages to the generation's point-to-point thread.
 // Between generations, ops fail at once, naming what ended the last one, instead of waiting for
 // the group. Only the op thread holds it (OpThread).
 #pragma once
@@ -18,6 +19,7 @@
 #include "daemon/generation_former.h"
 #include "daemon/op_thread_watch.h"
 #include "daemon/op_times.h"
+#include "daemon/point_to_point_thread.h"
 #include "daemon/stream_pairing.h"
 #include "daemon/table_gate.h"
 #include "daemon/worker.h"
@@ -35,7 +37,8 @@ class OpRunner {
   using ReportDue = std::function<void()>;
 
   OpRunner(const WorkerConfig& config, engine::AbortSignal& abort, OpThreadWatch& watch,
-           TableGate& table_gate, OpTimes& op_times, NewPlan new_plan, ReportDue report_due);
+           TableGate& table_gate, OpTimes& op_times, NewPlan new_plan, ReportDue report_due,
+           PointToPointThread::Done messages_done);
 
   // `formed` is the generation whose ops run from now on.
   void install(Generation& formed);
@@ -47,6 +50,13 @@ class OpRunner {
   std::vector<proto::DaemonToClient> run(const LocalOps& local_ops);
   // A client of `stream` left this host (`why`): the other hosts are told.
   void stream_ended(const engine::OpKey& stream, const Status& why);
+
+  // Posts a point-to-point message of a local client, to be answered through `messages_done`;
+  // between generations it fails at once.
+  void post_message(engine::PostedMessage message);
+  // The client of global rank `rank` in `stream` (its job and stream) left: the messages its peers
+  // post to it or wait for from it fail.
+  void client_left(const engine::OpKey& stream, int rank, const std::string& why);
 
   // Of the generation served, or, between generations, of the one that ended.
   const proto::Assignment& assignment() const { return assignment_; }
@@ -73,6 +83,8 @@ class OpRunner {
   Status run_between_hosts(const LocalOps& local_ops, const OpGroup& group,
                            const engine::ExecuteOptions& options, const OpShape& shape,
                            std::uint64_t table_bytes);
+  // Why an op or a message fails between generations.
+  Status between_generations() const;
   // `plan`, a new table version, runs from op `op_id` on.
   void take_table_version(GroupPlan plan, std::uint64_t op_id);
 
@@ -85,7 +97,9 @@ class OpRunner {
   const NewPlan new_plan_;
   const ReportDue report_due_;
   proto::Assignment assignment_;
+  const PointToPointThread::Done messages_done_;
   std::unique_ptr<engine::PeerMesh> mesh_;  // null between generations
+  std::unique_ptr<PointToPointThread> point_to_point_;  // null between generations
   GroupPlan plan_;
   HostLayout layout_;
   Status generation_end_;           // why the last generation ended

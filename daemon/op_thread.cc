@@ -41,6 +41,11 @@ OpThread::OpThread(const WorkerConfig& config, asio::io_context& op_io, WorkerSh
           [this] {
             asio::post(shared_.control_io,
                        [this] { shared_.link.report_op_times(shared_.op_times); });
+          },
+          [this](std::vector<engine::MessageDone> done) {
+            asio::post(op_io_, [this, done = std::move(done)] {
+              if (server_) server_->messages_done(done);
+            });
           }) {}
 
 void OpThread::channel_lost(std::uint64_t channel) {
@@ -60,6 +65,12 @@ int OpThread::run(Generation first, net::UniqueFd client_listener, GenerationFor
     runner_.stream_ended(stream, why);
   };
   hooks.status = [this] { return describe_self(); };
+  hooks.post_message = [this](engine::PostedMessage message) {
+    runner_.post_message(std::move(message));
+  };
+  hooks.client_left = [this](const engine::OpKey& stream, int rank, const std::string& why) {
+    runner_.client_left(stream, rank, why);
+  };
   server_.emplace(op_io_, std::move(client_listener), config_.clients,
                   hello_for(first.assignment, first.layout, config_.spin), first.plan_message,
                   std::move(hooks));

@@ -93,7 +93,7 @@ Status decode(const EncodedHeader& bytes, FrameHeader& header) {
                std::to_string(kFrameVersion));
   }
   const auto kind = get<std::uint8_t>(bytes, 6);
-  if (kind < 1 || kind > 4) return bad("unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 6) return bad("unknown kind " + std::to_string(kind));
   const auto collective = get<std::uint8_t>(bytes, 48);
   const auto dtype = get<std::uint8_t>(bytes, 49);
   const auto op = get<std::uint8_t>(bytes, 50);
@@ -142,6 +142,9 @@ std::string misplaced(const FrameHeader& header, std::uint64_t generation) {
            std::to_string(generation);
   }
   if (header.kind == FrameKind::hello) return "unexpected hello";
+  if (header.kind == FrameKind::ready || header.kind == FrameKind::message) {
+    return "a point-to-point frame on a collectives connection";
+  }
   return {};
 }
 

@@ -6,7 +6,8 @@
 //        0     4  magic "GSD1"
 //        4     2  version
 //        6     1  kind: 1 data, 2 abort (payload: the reason, text), 3 hello (payload: a nonce),
-//                 4 end of a stream (payload: the reason, text)
+//                 4 end of a stream (payload: the reason, text), 5 ready for a point-to-point
+//                 message, 6 a point-to-point message's bytes
 //        7     1  wire type: 0 the dtype itself, else 1 + the dtype the values travel as
 //        8     8  generation of the group
 //       16     8  the op's place in its stream (hello: the sender's rank; end: the place of the
@@ -22,6 +23,11 @@
 //       72     8  the op's stream within its job (a tag of its name)
 //       80     8  the sender's count of the ops it has started in the generation, this one
 //                 included (where a new algorithm table takes effect)
+//
+// On the point-to-point lane (engine/point_to_point.h) a frame names a message instead of an op:
+// place (16) is the message's number among those of its sender, receiver and tag, round (24) its
+// tag, root (52) its sending rank and 80 its receiving rank; count (56) and dtype (49) are the
+// message's as the frame's sender posted it. An end names the rank whose client left in root.
 #pragma once
 
 #include <array>
@@ -37,7 +43,7 @@ namespace gradsync::engine {
 
 inline constexpr std::size_t kFrameHeaderBytes = 88;
 inline constexpr std::uint32_t kFrameMagic = 0x31445347;  // "GSD1" little-endian
-inline constexpr std::uint16_t kFrameVersion = 4;
+inline constexpr std::uint16_t kFrameVersion = 5;
 // No segment may be longer: a header claiming more is rejected before anything is read.
 inline constexpr std::uint64_t kMaxSegmentBytes = 64ull << 20;
 inline constexpr std::uint64_t kMaxAbortReasonBytes = 4096;
@@ -46,7 +52,16 @@ inline constexpr std::uint64_t kMaxHelloBytes = 16;
 
 // An end says that the sender's client of the frame's stream has left: an op of that stream that
 // still waits for the sender's data will never get it.
-enum class FrameKind : std::uint8_t { data = 1, abort = 2, hello = 3, end = 4 };
+// A ready says that the receiver of a point-to-point message has posted its receive: the sender may
+// send the message's bytes, each segment in a message frame.
+enum class FrameKind : std::uint8_t {
+  data = 1,
+  abort = 2,
+  hello = 3,
+  end = 4,
+  ready = 5,
+  message = 6
+};
 
 // Which op a frame belongs to (docs/architecture.md §5.1). Ops pair across ranks by their place in
 // one stream of one job, never by the order in which they reach a daemon. The daemon's own ops
@@ -102,8 +117,9 @@ EncodedHeader encode(const FrameHeader& header);
 // Checks magic, version, kind, every enum and the length limit; says what is wrong.
 Status decode(const EncodedHeader& bytes, FrameHeader& header);
 
-// Why a decoded frame cannot come on an established data stream of a group in `generation` (a
-// frame of another generation, a second hello); empty if it can.
+// Why a decoded frame cannot come on an established collectives connection of a group in
+// `generation` (a frame of another generation, a second hello, a point-to-point frame); empty if
+// it can.
 std::string misplaced(const FrameHeader& header, std::uint64_t generation);
 
 // Why a data frame does not carry the segment a rank expects next, given on the wire as `offset`

@@ -38,6 +38,9 @@ struct QueuedOp {
   std::int32_t root;
   std::int32_t wire;
   std::uint32_t timeout_ms;
+  std::int32_t transfer;  // proto::Transfer
+  std::int32_t peer;
+  std::int64_t tag;
   char name[kQueuedNameBytes];  // NUL-padded; a longer name is cut
 };
 

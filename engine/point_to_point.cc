@@ -1,0 +1,584 @@
+#include "engine/point_to_point.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace gradsync::engine {
+
+namespace {
+
+std::string values(std::uint64_t count, DataType dtype) {
+  return std::to_string(count) + " " + std::string(name(dtype));
+}
+
+}  // namespace
+
+std::string describe_message(const MessageKey& key, std::uint64_t number) {
+  return "message " + std::to_string(number) + " from rank " + std::to_string(key.sender) +
+         " to rank " + std::to_string(key.receiver) + " with tag " + std::to_string(key.tag);
+}
+
+PointToPointEngine::PointToPointEngine(PointToPointOptions options,
+                                       std::unique_ptr<net::DataChannels> channels)
+    : options_(std::move(options)), channels_(std::move(channels)) {
+  const int hosts = 1 + *std::max_element(options_.host_of_rank.begin(),
+                                          options_.host_of_rank.end());
+  for (int host = 0; host < hosts; ++host) hosts_.emplace_back(host, *channels_);
+  outgoing_.resize(hosts);
+  landing_.resize(hosts);
+  notice_text_.resize(hosts);
+  stalled_since_.resize(hosts);
+  readies_from_.resize(hosts);
+}
+
+std::uint64_t PointToPointEngine::message_bytes(const PostedMessage& message) const {
+  return message.count * element_size(message.dtype);
+}
+
+Status PointToPointEngine::check_post(const PostedMessage& message) const {
+  const MessageKey& key = message.key;
+  const auto ranks = static_cast<std::uint32_t>(options_.host_of_rank.size());
+  if (key.sender >= ranks || key.receiver >= ranks) {
+    return Status(ErrorCode::invalid_argument,
+                  "rank " + std::to_string(std::max(key.sender, key.receiver)) +
+                      " is not in the group of " + std::to_string(ranks) + " ranks");
+  }
+  if (key.sender == key.receiver) {
+    return Status(ErrorCode::invalid_argument,
+                  "rank " + std::to_string(key.sender) + " cannot send to itself");
+  }
+  const std::uint32_t own = message.direction == Direction::send ? key.sender : key.receiver;
+  if (!local(own)) {
+    return Status(ErrorCode::internal, "rank " + std::to_string(own) + " is not on this host");
+  }
+  if (!numbers_.contains({message.direction, key}) && numbers_.size() >= kMaxMessageKeys) {
+    return Status(ErrorCode::invalid_argument,
+                  "this host already numbers the messages of " + std::to_string(kMaxMessageKeys) +
+                      " (sender, receiver, tag) keys; use fewer tags");
+  }
+  return {};
+}
+
+void PointToPointEngine::post(PostedMessage message) {
+  if (Status refused = check_post(message); !refused.ok()) {
+    done_.push_back({message.id, refused});
+    return;
+  }
+  const Direction direction = message.direction;
+  const std::uint32_t peer =
+      direction == Direction::send ? message.key.receiver : message.key.sender;
+  if (!local(peer) && hosts_[host_of(peer)].lost()) {
+    done_.push_back({message.id, Status(ErrorCode::peer_lost,
+                                        "rank " + std::to_string(peer) + "'s host is lost: " +
+                                            hosts_[host_of(peer)].lost_reason())});
+    return;
+  }
+  const Place place{message.key, ++numbers_[{direction, message.key}]};
+  if (direction == Direction::send) {
+    Pending& send = sends_[place] = Pending{std::move(message), std::nullopt, 0};
+    if (local(place.key.receiver)) {
+      match_locally(place);
+    } else if (const auto waiting = waiting_readies_.find(place);
+               waiting != waiting_readies_.end()) {
+      --readies_from_[waiting->second.first];
+      send.ready = waiting->second.second;
+      waiting_readies_.erase(waiting);
+      start_sending(place, send);
+    }
+    return;
+  }
+  const Pending& receive = receives_[place] = Pending{std::move(message), std::nullopt, 0};
+  if (local(place.key.sender)) {
+    match_locally(place);
+    return;
+  }
+  FrameHeader ready = header_of(FrameKind::ready, place);
+  ready.descriptor.dtype = receive.message.dtype;
+  ready.descriptor.count = receive.message.count;
+  Outgoing outgoing;
+  outgoing.segment.header = encode(ready);
+  queue(host_of(place.key.sender), std::move(outgoing));
+}
+
+void PointToPointEngine::match_locally(const Place& place) {
+  const auto send = sends_.find(place);
+  const auto receive = receives_.find(place);
+  if (send == sends_.end() || receive == receives_.end()) return;
+  const PostedMessage& from = send->second.message;
+  const PostedMessage& to = receive->second.message;
+  if (from.dtype != to.dtype || from.count != to.count) {
+    const Status why(ErrorCode::mismatch, describe_message(place.key, place.number) + ": rank " +
+                                              std::to_string(place.key.sender) + " sends " +
+                                              values(from.count, from.dtype) + ", rank " +
+                                              std::to_string(place.key.receiver) + " receives " +
+                                              values(to.count, to.dtype));
+    finish(sends_, send, why);
+    finish(receives_, receive, why);
+    return;
+  }
+  if (from.count > 0) std::memcpy(to.bytes, from.bytes, message_bytes(from));
+  finish(sends_, send, {});
+  finish(receives_, receive, {});
+}
+
+void PointToPointEngine::start_sending(const Place& place, Pending& send) {
+  const PostedMessage& message = send.message;
+  if (send.ready->dtype != message.dtype || send.ready->count != message.count) {
+    const Status why(ErrorCode::mismatch,
+                     describe_message(place.key, place.number) + ": rank " +
+                         std::to_string(place.key.sender) + " sends " +
+                         values(message.count, message.dtype) + ", rank " +
+                         std::to_string(place.key.receiver) + " receives " +
+                         values(send.ready->count, send.ready->dtype));
+    fail(sends_, sends_.find(place), why, true);
+    return;
+  }
+  const std::uint64_t total = message_bytes(message);
+  const std::uint64_t segment = std::max<std::uint64_t>(options_.segment_bytes, 1);
+  std::uint64_t offset = 0;
+  do {
+    const std::uint64_t length = std::min(segment, total - offset);
+    FrameHeader header = header_of(FrameKind::message, place);
+    header.descriptor.dtype = message.dtype;
+    header.descriptor.count = message.count;
+    header.offset = offset;
+    header.length = length;
+    Outgoing outgoing;
+    outgoing.segment.header = encode(header);
+    outgoing.segment.offset = offset;
+    outgoing.segment.length = length;
+    if (length > 0) outgoing.segment.pieces = {{message.bytes + offset, length}};
+    outgoing.keep = message.keep;
+    outgoing.send = place;
+    queue(host_of(place.key.receiver), std::move(outgoing));
+    offset += length;
+  } while (offset < total);
+}
+
+void PointToPointEngine::finish(std::map<Place, Pending>& pending,
+                                std::map<Place, Pending>::iterator it, Status status) {
+  done_.push_back({it->second.message.id, std::move(status)});
+  pending.erase(it);
+}
+
+void PointToPointEngine::fail(std::map<Place, Pending>& pending,
+                              std::map<Place, Pending>::iterator it, const Status& why,
+                              bool tell) {
+  const Place place = it->first;
+  const bool is_send = &pending == &sends_;
+  const std::uint32_t peer = is_send ? place.key.receiver : place.key.sender;
+  if (is_send && !local(peer)) {
+    // Its frames not yet begun are dropped; one begun goes out whole, its bytes kept mapped.
+    std::erase_if(outgoing_[host_of(peer)], [&](const Outgoing& outgoing) {
+      return outgoing.send == place && outgoing.segment.written == 0;
+    });
+  }
+  if (tell && !local(peer) && !hosts_[host_of(peer)].lost()) {
+    queue_notice(host_of(peer), FrameKind::abort, place, why);
+  }
+  finish(pending, it, why);
+}
+
+void PointToPointEngine::fail_expired() {
+  const auto expire = [&](std::map<Place, Pending>& pending, bool is_send) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      const auto next = std::next(it);
+      const Pending& message = it->second;
+      if (message.message.deadline.expired()) {
+        const MessageKey& key = it->first.key;
+        const std::uint64_t total = message_bytes(message.message);
+        std::string state;
+        if (is_send) {
+          state = message.ready ? std::to_string(message.bytes_done) + " of " +
+                                      std::to_string(total) + " bytes sent"
+                                : "rank " + std::to_string(key.receiver) +
+                                      " has not posted the receive";
+        } else {
+          state = message.bytes_done > 0 ? std::to_string(message.bytes_done) + " of " +
+                                               std::to_string(total) + " bytes came"
+                                         : "rank " + std::to_string(key.sender) +
+                                               " has not sent it";
+        }
+        fail(pending, it,
+             Status(ErrorCode::deadline_exceeded, std::string(is_send ? "send" : "receive") +
+                                                      " of " +
+                                                      describe_message(key, it->first.number) +
+                                                      " timed out: " + state),
+             true);
+      }
+      it = next;
+    }
+  };
+  expire(sends_, true);
+  expire(receives_, false);
+}
+
+void PointToPointEngine::lose_host(int host, const Status& why) {
+  const auto lost = [&](std::map<Place, Pending>& pending, bool is_send) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      const auto next = std::next(it);
+      const MessageKey& key = it->first.key;
+      const std::uint32_t peer = is_send ? key.receiver : key.sender;
+      if (host_of(peer) == host) {
+        fail(pending, it,
+             Status(why.code(), describe_message(key, it->first.number) + " failed: rank " +
+                                    std::to_string(peer) + "'s host is lost: " + why.message()),
+             false);
+      }
+      it = next;
+    }
+  };
+  lost(sends_, true);
+  lost(receives_, false);
+  outgoing_[host].clear();
+  landing_[host] = {};
+  std::erase_if(waiting_readies_, [&](const auto& entry) { return entry.second.first == host; });
+  readies_from_[host] = 0;
+}
+
+void PointToPointEngine::stream_ended(std::uint64_t job, std::uint64_t stream, std::uint32_t rank,
+                                      const std::string& why) {
+  const Status ended(ErrorCode::aborted, "rank " + std::to_string(rank) + ": " + why);
+  const auto end = [&](std::map<Place, Pending>& pending) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      const auto next = std::next(it);
+      const MessageKey& key = it->first.key;
+      if (key.job == job && key.stream == stream && (key.sender == rank || key.receiver == rank)) {
+        fail(pending, it, ended, false);
+      }
+      it = next;
+    }
+  };
+  end(sends_);
+  end(receives_);
+  for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
+    if (host == options_.host || hosts_[host].lost()) continue;
+    Place place{{job, stream, rank, 0, 0}, 0};
+    queue_notice(host, FrameKind::end, place, ended);
+  }
+}
+
+void PointToPointEngine::fail_all(const Status& why) {
+  while (!sends_.empty()) finish(sends_, sends_.begin(), why);
+  while (!receives_.empty()) finish(receives_, receives_.begin(), why);
+}
+
+std::vector<MessageDone> PointToPointEngine::take_done() { return std::exchange(done_, {}); }
+
+// --- Frames out ---
+
+FrameHeader PointToPointEngine::header_of(FrameKind kind, const Place& place) const {
+  FrameHeader header;
+  header.kind = kind;
+  header.generation = options_.generation;
+  header.op = {place.key.job, place.key.stream, place.number};
+  header.round = place.key.tag;
+  header.descriptor.root = place.key.sender;
+  header.op_count = place.key.receiver;
+  return header;
+}
+
+void PointToPointEngine::queue(int host, Outgoing outgoing) {
+  OutSegment& segment = outgoing.segment;
+  segment.framed = true;
+  segment.total = kFrameHeaderBytes + segment.length;
+  outgoing_[host].push_back(std::move(outgoing));
+}
+
+void PointToPointEngine::queue_notice(int host, FrameKind kind, const Place& place,
+                                      const Status& why) {
+  FrameHeader header = header_of(kind, place);
+  Outgoing outgoing;
+  outgoing.text = why.message().substr(0, kMaxAbortReasonBytes);
+  if (kind == FrameKind::abort) header.segment = static_cast<std::uint32_t>(why.code());
+  header.length = outgoing.text.size();
+  outgoing.segment.header = encode(header);
+  outgoing.segment.length = header.length;
+  queue(host, std::move(outgoing));
+}
+
+Status PointToPointEngine::write_to(int host) {
+  PeerStream& stream = hosts_[host];
+  std::deque<Outgoing>& queue = outgoing_[host];
+  while (!queue.empty() && stream.may_write && !stream.lost()) {
+    Outgoing& front = queue.front();
+    if (!front.text.empty()) {
+      // Pointed at only now: a queue's elements move when a failed send's frames leave it.
+      front.segment.pieces = {{reinterpret_cast<std::byte*>(front.text.data()), front.text.size()}};
+    }
+    if (Status status = stream.send_some(front.segment); !status.ok()) return status;
+    if (front.segment.written < front.segment.total) return {};
+    const std::optional<Place> place = front.send;
+    const std::uint64_t length = front.segment.length;
+    queue.pop_front();
+    if (!place) continue;
+    const auto send = sends_.find(*place);
+    if (send == sends_.end()) continue;  // it failed meanwhile
+    send->second.bytes_done += length;
+    if (send->second.bytes_done == message_bytes(send->second.message)) {
+      finish(sends_, send, {});
+    }
+  }
+  return {};
+}
+
+// --- Frames in ---
+
+Status PointToPointEngine::read_from(int host) {
+  PeerStream& stream = hosts_[host];
+  while (!stream.lost()) {
+    if (!stream.header) {
+      while (stream.header_have < kFrameHeaderBytes) {
+        std::uint64_t got = 0;
+        if (Status status = stream.receive_some(stream.header_bytes.data() + stream.header_have,
+                                                kFrameHeaderBytes - stream.header_have, got);
+            !status.ok()) {
+          return status;
+        }
+        if (got == 0) return {};
+        stream.header_have += got;
+        stalled_since_[host].reset();
+      }
+      FrameHeader header;
+      if (Status status = decode(stream.header_bytes, header); !status.ok()) {
+        return stream.protocol_violation(status.message());
+      }
+      if (Status status = take_header(host, header); !status.ok()) return status;
+      if (!stream.header) continue;  // a ready, taken whole
+    }
+    const FrameHeader& header = *stream.header;
+    const Landing& landing = landing_[host];
+    const bool notice = header.kind == FrameKind::abort || header.kind == FrameKind::end;
+    while (stream.payload_done < header.length) {
+      const std::uint64_t left = header.length - stream.payload_done;
+      std::byte* into = nullptr;
+      std::uint64_t room = left;
+      if (notice) {
+        into = reinterpret_cast<std::byte*>(notice_text_[host].data()) + stream.payload_done;
+      } else if (landing.receive) {
+        into = landing.bytes + stream.payload_done;
+      } else {
+        trash_.resize(64 << 10);
+        into = trash_.data();
+        room = std::min<std::uint64_t>(left, trash_.size());
+      }
+      std::uint64_t got = 0;
+      if (Status status = stream.receive_some(into, room, got); !status.ok()) return status;
+      if (got == 0) return {};
+      stream.payload_done += got;
+      stalled_since_[host].reset();
+    }
+    const FrameHeader done = header;
+    const std::optional<Place> place = landing_[host].receive;
+    stream.drop_header();
+    landing_[host] = {};
+    if (notice) {
+      take_notice(done, notice_text_[host]);
+    } else if (place) {
+      const auto receive = receives_.find(*place);
+      if (receive != receives_.end()) {
+        receive->second.bytes_done += done.length;
+        if (receive->second.bytes_done == message_bytes(receive->second.message)) {
+          finish(receives_, receive, {});
+        }
+      }
+    }
+  }
+  return {};
+}
+
+// Checks a header from `host` against what it may say, and sets where its payload goes.
+Status PointToPointEngine::take_header(int host, const FrameHeader& header) {
+  PeerStream& stream = hosts_[host];
+  const auto violation = [&](const std::string& what) { return stream.protocol_violation(what); };
+  if (header.generation != options_.generation) {
+    return violation("frame of generation " + std::to_string(header.generation) + ", expected " +
+                     std::to_string(options_.generation));
+  }
+  if (header.kind == FrameKind::data || header.kind == FrameKind::hello) {
+    return violation("a collectives frame on a point-to-point connection");
+  }
+  const auto ranks = options_.host_of_rank.size();
+  if (header.descriptor.root >= ranks ||
+      (header.kind != FrameKind::end && header.op_count >= ranks)) {
+    return violation("a frame naming rank " +
+                     std::to_string(std::max<std::uint64_t>(header.descriptor.root,
+                                                            header.op_count)) +
+                     ", beyond the group's " + std::to_string(ranks));
+  }
+  stream.header = header;
+  stream.payload_done = 0;
+  switch (header.kind) {
+    case FrameKind::ready:
+      stream.drop_header();
+      return take_ready(host, header);
+    case FrameKind::abort:
+    case FrameKind::end:
+      notice_text_[host].assign(header.length, '\0');
+      return {};
+    case FrameKind::message:
+      landing_[host] = landing_of(host, header);
+      if (stream.lost()) return stream.lost_status();
+      return {};
+    default:
+      return {};
+  }
+}
+
+Status PointToPointEngine::take_ready(int host, const FrameHeader& header) {
+  const Place place{{header.op.job, header.op.stream, header.descriptor.root,
+                     static_cast<std::uint32_t>(header.op_count), header.round},
+                    header.op.place};
+  PeerStream& stream = hosts_[host];
+  if (!local(place.key.sender) || host_of(place.key.receiver) != host) {
+    return stream.protocol_violation("a ready for " + describe_message(place.key, place.number) +
+                                     ", which is not from that host's rank to this host's");
+  }
+  const Ready ready{header.descriptor.dtype, header.descriptor.count};
+  if (const auto send = sends_.find(place); send != sends_.end()) {
+    if (send->second.ready) {
+      return stream.protocol_violation("a second ready for " +
+                                       describe_message(place.key, place.number));
+    }
+    send->second.ready = ready;
+    start_sending(place, send->second);
+    return {};
+  }
+  const auto number = numbers_.find({Direction::send, place.key});
+  if (number != numbers_.end() && place.number <= number->second) return {};  // its send failed
+  if (waiting_readies_.contains(place) || readies_from_[host] >= kMaxWaitingReadies) {
+    return stream.protocol_violation(waiting_readies_.contains(place)
+                                         ? "a second ready for " +
+                                               describe_message(place.key, place.number)
+                                         : "more than " + std::to_string(kMaxWaitingReadies) +
+                                               " readies for sends not posted");
+  }
+  waiting_readies_[place] = {host, ready};
+  ++readies_from_[host];
+  return {};
+}
+
+// Where a message frame's bytes go: into its receive's region, at their offset, when the frame
+// is the next of a receive this host waits for; skipped when that receive has failed; a protocol
+// violation (the stream closed) when the frame cannot be one the peer should send.
+PointToPointEngine::Landing PointToPointEngine::landing_of(int host, const FrameHeader& header) {
+  const Place place{{header.op.job, header.op.stream, header.descriptor.root,
+                     static_cast<std::uint32_t>(header.op_count), header.round},
+                    header.op.place};
+  PeerStream& stream = hosts_[host];
+  if (!local(place.key.receiver) || host_of(place.key.sender) != host) {
+    (void)stream.protocol_violation("bytes of " + describe_message(place.key, place.number) +
+                                    ", which is not from that host's rank to this host's");
+    return {};
+  }
+  const auto receive = receives_.find(place);
+  if (receive == receives_.end()) return {};  // it failed: the rest of its bytes are skipped
+  const Pending& pending = receive->second;
+  const PostedMessage& message = pending.message;
+  if (header.descriptor.dtype != message.dtype || header.descriptor.count != message.count ||
+      header.offset != pending.bytes_done ||
+      header.length > message_bytes(message) - pending.bytes_done) {
+    (void)stream.protocol_violation("bytes of " + describe_message(place.key, place.number) +
+                                    " at " +
+                              std::to_string(header.offset) + " (" +
+                              std::to_string(header.length) + " of " +
+                              values(header.descriptor.count, header.descriptor.dtype) +
+                              "), where this rank waits for byte " +
+                              std::to_string(pending.bytes_done) + " of " +
+                              values(message.count, message.dtype));
+    return {};
+  }
+  return {place, message.bytes + header.offset, message.keep};
+}
+
+void PointToPointEngine::take_notice(const FrameHeader& header, const std::string& text) {
+  if (header.kind == FrameKind::end) {
+    const auto rank = header.descriptor.root;
+    const Status ended(ErrorCode::aborted, text);
+    const auto end = [&](std::map<Place, Pending>& pending, bool is_send) {
+      for (auto it = pending.begin(); it != pending.end();) {
+        const auto next = std::next(it);
+        const MessageKey& key = it->first.key;
+        if (key.job == header.op.job && key.stream == header.op.stream &&
+            (is_send ? key.receiver : key.sender) == rank) {
+          fail(pending, it, ended, false);
+        }
+        it = next;
+      }
+    };
+    end(sends_, true);
+    end(receives_, false);
+    return;
+  }
+  const Place place{{header.op.job, header.op.stream, header.descriptor.root,
+                     static_cast<std::uint32_t>(header.op_count), header.round},
+                    header.op.place};
+  std::map<Place, Pending>& pending = local(place.key.sender) ? sends_ : receives_;
+  if (const auto it = pending.find(place); it != pending.end()) {
+    fail(pending, it, Status(static_cast<ErrorCode>(header.segment), text), false);
+  }
+}
+
+// --- The loop ---
+
+void PointToPointEngine::move_without_waiting() {
+  for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
+    if (host == options_.host || hosts_[host].lost()) continue;
+    Status status = write_to(host);
+    if (status.ok()) status = read_from(host);
+    if (status.ok()) status = write_to(host);  // readies read may have queued bytes
+    if (!status.ok()) lose_host(host, status);
+  }
+}
+
+std::optional<net::Deadline> PointToPointEngine::first_deadline() {
+  std::optional<net::Deadline> first;
+  const auto consider = [&](net::Deadline deadline) {
+    if (!first || deadline.when() < first->when()) first = deadline;
+  };
+  for (const auto& [place, pending] : sends_) consider(pending.message.deadline);
+  for (const auto& [place, pending] : receives_) consider(pending.message.deadline);
+  for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
+    if (host == options_.host || hosts_[host].lost() || !hosts_[host].mid_frame()) {
+      stalled_since_[host].reset();
+      continue;
+    }
+    if (!stalled_since_[host]) stalled_since_[host] = net::Clock::now();
+    consider(net::Deadline(*stalled_since_[host] + options_.stall_timeout));
+  }
+  return first;
+}
+
+void PointToPointEngine::progress(int wake_fd, net::Deadline until) {
+  move_without_waiting();
+  fail_expired();
+  for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
+    if (stalled_since_[host] && hosts_[host].mid_frame() && !hosts_[host].lost() &&
+        net::Clock::now() - *stalled_since_[host] >= options_.stall_timeout) {
+      lose_host(host, hosts_[host].protocol_violation(
+                          "stopped sending in the middle of a frame for " +
+                          std::to_string(options_.stall_timeout.count()) +
+                          " ms (--stall-timeout-ms)"));
+    }
+  }
+  interests_.clear();
+  for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
+    if (host == options_.host || hosts_[host].lost()) continue;
+    interests_.push_back({host, true, !outgoing_[host].empty()});
+  }
+  if (const auto first = first_deadline(); first && first->when() < until.when()) until = *first;
+  events_.resize(interests_.size());
+  const int ready = channels_->wait(interests_, events_, wake_fd, until, std::chrono::microseconds(0));
+  if (ready <= 0) return;
+  for (std::size_t i = 0; i < interests_.size(); ++i) {
+    const int host = interests_[i].peer;
+    if (events_[i].writable) hosts_[host].may_write = true;
+    if (events_[i].readable || events_[i].hung_up) hosts_[host].may_read = true;
+  }
+  move_without_waiting();
+}
+
+}  // namespace gradsync::engine
