@@ -297,11 +297,8 @@ Handle Client::alltoallv_async(const void* input, std::span<const std::uint64_t>
 Handle Client::send_async(const void* data, std::size_t count, DataType type, int peer,
                           std::int64_t tag, const OpOptions& options) {
   const std::uint64_t bytes = count * element_size(type);
-  Submission submission{{Collective::broadcast, world_size(), count, element_size(type)},
-                        type,
-                        data,
-                        0,
-                        bytes};
+  Submission submission{
+      {Collective::broadcast, world_size(), count, element_size(type)}, type, data, 0, bytes};
   submission.transfer = {proto::TRANSFER_SEND, peer, tag};
   return Handle(open()->submit(submission, options));
 }

@@ -279,8 +279,8 @@ class Client {
   // `data` receives `count` elements from rank `peer`: its send to this rank of the same tag.
   void receive(void* data, std::size_t count, DataType type, int peer, std::int64_t tag = 0,
                const OpOptions& options = {});
-  Handle receive_async(void* data, std::size_t count, DataType type, int peer,
-                       std::int64_t tag = 0, const OpOptions& options = {});
+  Handle receive_async(void* data, std::size_t count, DataType type, int peer, std::int64_t tag = 0,
+                       const OpOptions& options = {});
 
  private:
   friend GroupPlan full_plan(Client& client, std::chrono::milliseconds timeout);

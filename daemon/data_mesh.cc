@@ -87,8 +87,8 @@ Status greet(int fd, int peer, Lane lane, const MeshPlan& plan, const net::Group
                                   nonce, peer_nonce))) {
     return unproven("a wrong proof");
   }
-  const std::string proof =
-      mesh_proof(secret, End::connecting, plan.generation, plan.rank, peer, lane, peer_nonce, nonce);
+  const std::string proof = mesh_proof(secret, End::connecting, plan.generation, plan.rank, peer,
+                                       lane, peer_nonce, nonce);
   return net::write_all(fd, std::as_bytes(std::span(proof)), deadline);
 }
 

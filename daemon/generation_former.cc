@@ -103,8 +103,7 @@ Status GenerationFormer::form_generation(int previous_rank, Generation& formed, 
   formed.layout = plan.layout;
   assigned = true;
   formed.assignment = handshake.assignment();
-  spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size,
-               plan.generation);
+  spdlog::info("worker: rank {} of {}, generation {}", plan.rank, plan.world_size, plan.generation);
   const auto with_rank = [&](const Status& failed) {
     return Status(failed.code(), "rank " + std::to_string(plan.rank) + ": " + failed.message());
   };
@@ -210,19 +209,18 @@ void GenerationFormer::reattach(const proto::Assignment& running, net::Deadline 
     (void)net::wait_unless_cancelled(-1, 0, pause, abort_.fd(), "a pause between attempts");
   }
   if (!abort_.raised()) {
-    abort_.raise(Status(ErrorCode::aborted,
-                        "no coordinator at " + config_.coordinator.to_string() +
-                            " took the group back within " +
-                            std::to_string(config_.coordinator_timeout.count()) +
-                            " ms (last: " + status.message() + ")"));
+    abort_.raise(
+        Status(ErrorCode::aborted, "no coordinator at " + config_.coordinator.to_string() +
+                                       " took the group back within " +
+                                       std::to_string(config_.coordinator_timeout.count()) +
+                                       " ms (last: " + status.message() + ")"));
   }
   done(std::nullopt);
 }
 
 Status GenerationFormer::take_back(const proto::Assignment& running, net::Deadline deadline,
                                    std::uint64_t& channel_number) {
-  JoinHandshake handshake =
-      JoinHandshake::to_take_back(join_settings_, running, deadline.when());
+  JoinHandshake handshake = JoinHandshake::to_take_back(join_settings_, running, deadline.when());
   net::UniqueFd control;
   if (Status status = connect(handshake, deadline, control); !status.ok()) return status;
   ControlChannel& channel =

@@ -86,8 +86,7 @@ void OpRunner::post_message(engine::PostedMessage message) {
 
 void OpRunner::client_left(const engine::OpKey& stream, int rank, const std::string& why) {
   if (point_to_point_ != nullptr) {
-    point_to_point_->stream_ended(stream.job, stream.stream, static_cast<std::uint32_t>(rank),
-                                  why);
+    point_to_point_->stream_ended(stream.job, stream.stream, static_cast<std::uint32_t>(rank), why);
   }
 }
 

@@ -13,8 +13,8 @@
 
 #include "collective/group_plan.h"
 #include "collective/host_layout.h"
-#include "collective/subgroup.h"
 #include "collective/status.h"
+#include "collective/subgroup.h"
 #include "daemon/client_hangups.h"
 #include "daemon/generation_former.h"
 #include "daemon/op_thread_watch.h"
@@ -70,7 +70,7 @@ class OpRunner {
   // The ranks an op runs over: the group's, or a subgroup's (collective/subgroup.h).
   struct OpGroup {
     const HostLayout* layout = nullptr;
-    int host = 0;                       // this host's place among the layout's hosts
+    int host = 0;                        // this host's place among the layout's hosts
     const Subgroup* subgroup = nullptr;  // null: the whole group
   };
 
@@ -98,7 +98,7 @@ class OpRunner {
   const ReportDue report_due_;
   proto::Assignment assignment_;
   const PointToPointThread::Done messages_done_;
-  std::unique_ptr<engine::PeerMesh> mesh_;  // null between generations
+  std::unique_ptr<engine::PeerMesh> mesh_;              // null between generations
   std::unique_ptr<PointToPointThread> point_to_point_;  // null between generations
   GroupPlan plan_;
   HostLayout layout_;

@@ -123,18 +123,17 @@ void OpThread::take(const LifecycleStep& step) {
           "worker rank {}: lost the coordinator; generation {} runs on while it is found "
           "again (for up to {} ms)",
           step.running.rank(), step.running.generation(), config_.coordinator_timeout.count());
-      former_->reattach_beside(
-          step.running, net::Deadline(step.deadline),
-          [this](std::optional<std::uint64_t> channel) {
-            asio::post(op_io_, [this, channel] {
-              if (channel) {
-                lifecycle_.taken_back(*channel);
-                serve_channel(*channel);
-              } else {
-                take(lifecycle_.not_taken_back(shared_.link.stopping()));
-              }
-            });
-          });
+      former_->reattach_beside(step.running, net::Deadline(step.deadline),
+                               [this](std::optional<std::uint64_t> channel) {
+                                 asio::post(op_io_, [this, channel] {
+                                   if (channel) {
+                                     lifecycle_.taken_back(*channel);
+                                     serve_channel(*channel);
+                                   } else {
+                                     take(lifecycle_.not_taken_back(shared_.link.stopping()));
+                                   }
+                                 });
+                               });
       return;
     case LifecycleStep::Kind::form_next:
       spdlog::warn("worker rank {}: generation {} ended ({}); joining the next", runner_.rank(),

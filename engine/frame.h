@@ -73,14 +73,11 @@ struct OpKey {
   std::uint64_t place = 0;  // 1, 2, ... in its stream
 
   bool of_daemon() const { return job == 0; }
-  bool same_stream(const OpKey& other) const {
-    return job == other.job && stream == other.stream;
-  }
+  bool same_stream(const OpKey& other) const { return job == other.job && stream == other.stream; }
   friend bool operator==(const OpKey&, const OpKey&) = default;
   // "op 7 of stream 5d1c… of job 9a0e…", or "daemon op 7"
   std::string to_string() const;
 };
-
 
 // What every rank must agree on about an op before exchanging its bytes.
 struct OpDescriptor {

@@ -24,8 +24,8 @@ std::string describe_message(const MessageKey& key, std::uint64_t number) {
 PointToPointEngine::PointToPointEngine(PointToPointOptions options,
                                        std::unique_ptr<net::DataChannels> channels)
     : options_(std::move(options)), channels_(std::move(channels)) {
-  const int hosts = 1 + *std::max_element(options_.host_of_rank.begin(),
-                                          options_.host_of_rank.end());
+  const int hosts =
+      1 + *std::max_element(options_.host_of_rank.begin(), options_.host_of_rank.end());
   for (int host = 0; host < hosts; ++host) hosts_.emplace_back(host, *channels_);
   outgoing_.resize(hosts);
   landing_.resize(hosts);
@@ -55,9 +55,9 @@ Status PointToPointEngine::check_post(const PostedMessage& message) const {
     return Status(ErrorCode::internal, "rank " + std::to_string(own) + " is not on this host");
   }
   if (!numbers_.contains({message.direction, key}) && numbers_.size() >= kMaxMessageKeys) {
-    return Status(ErrorCode::invalid_argument,
-                  "this host already numbers the messages of " + std::to_string(kMaxMessageKeys) +
-                      " (sender, receiver, tag) keys; use fewer tags");
+    return Status(ErrorCode::invalid_argument, "this host already numbers the messages of " +
+                                                   std::to_string(kMaxMessageKeys) +
+                                                   " (sender, receiver, tag) keys; use fewer tags");
   }
   return {};
 }
@@ -127,12 +127,11 @@ void PointToPointEngine::match_locally(const Place& place) {
 void PointToPointEngine::start_sending(const Place& place, Pending& send) {
   const PostedMessage& message = send.message;
   if (send.ready->dtype != message.dtype || send.ready->count != message.count) {
-    const Status why(ErrorCode::mismatch,
-                     describe_message(place.key, place.number) + ": rank " +
-                         std::to_string(place.key.sender) + " sends " +
-                         values(message.count, message.dtype) + ", rank " +
-                         std::to_string(place.key.receiver) + " receives " +
-                         values(send.ready->count, send.ready->dtype));
+    const Status why(ErrorCode::mismatch, describe_message(place.key, place.number) + ": rank " +
+                                              std::to_string(place.key.sender) + " sends " +
+                                              values(message.count, message.dtype) + ", rank " +
+                                              std::to_string(place.key.receiver) + " receives " +
+                                              values(send.ready->count, send.ready->dtype));
     fail(sends_, sends_.find(place), why, true);
     return;
   }
@@ -165,8 +164,7 @@ void PointToPointEngine::finish(std::map<Place, Pending>& pending,
 }
 
 void PointToPointEngine::fail(std::map<Place, Pending>& pending,
-                              std::map<Place, Pending>::iterator it, const Status& why,
-                              bool tell) {
+                              std::map<Place, Pending>::iterator it, const Status& why, bool tell) {
   const Place place = it->first;
   const bool is_send = &pending == &sends_;
   const std::uint32_t peer = is_send ? place.key.receiver : place.key.sender;
@@ -192,21 +190,20 @@ void PointToPointEngine::fail_expired() {
         const std::uint64_t total = message_bytes(message.message);
         std::string state;
         if (is_send) {
-          state = message.ready ? std::to_string(message.bytes_done) + " of " +
-                                      std::to_string(total) + " bytes sent"
-                                : "rank " + std::to_string(key.receiver) +
-                                      " has not posted the receive";
+          state = message.ready
+                      ? std::to_string(message.bytes_done) + " of " + std::to_string(total) +
+                            " bytes sent"
+                      : "rank " + std::to_string(key.receiver) + " has not posted the receive";
         } else {
-          state = message.bytes_done > 0 ? std::to_string(message.bytes_done) + " of " +
-                                               std::to_string(total) + " bytes came"
-                                         : "rank " + std::to_string(key.sender) +
-                                               " has not sent it";
+          state = message.bytes_done > 0
+                      ? std::to_string(message.bytes_done) + " of " + std::to_string(total) +
+                            " bytes came"
+                      : "rank " + std::to_string(key.sender) + " has not sent it";
         }
         fail(pending, it,
-             Status(ErrorCode::deadline_exceeded, std::string(is_send ? "send" : "receive") +
-                                                      " of " +
-                                                      describe_message(key, it->first.number) +
-                                                      " timed out: " + state),
+             Status(ErrorCode::deadline_exceeded,
+                    std::string(is_send ? "send" : "receive") + " of " +
+                        describe_message(key, it->first.number) + " timed out: " + state),
              true);
       }
       it = next;
@@ -404,10 +401,10 @@ Status PointToPointEngine::take_header(int host, const FrameHeader& header) {
   const auto ranks = options_.host_of_rank.size();
   if (header.descriptor.root >= ranks ||
       (header.kind != FrameKind::end && header.op_count >= ranks)) {
-    return violation("a frame naming rank " +
-                     std::to_string(std::max<std::uint64_t>(header.descriptor.root,
-                                                            header.op_count)) +
-                     ", beyond the group's " + std::to_string(ranks));
+    return violation(
+        "a frame naming rank " +
+        std::to_string(std::max<std::uint64_t>(header.descriptor.root, header.op_count)) +
+        ", beyond the group's " + std::to_string(ranks));
   }
   stream.header = header;
   stream.payload_done = 0;
@@ -450,11 +447,10 @@ Status PointToPointEngine::take_ready(int host, const FrameHeader& header) {
   const auto number = numbers_.find({Direction::send, place.key});
   if (number != numbers_.end() && place.number <= number->second) return {};  // its send failed
   if (waiting_readies_.contains(place) || readies_from_[host] >= kMaxWaitingReadies) {
-    return stream.protocol_violation(waiting_readies_.contains(place)
-                                         ? "a second ready for " +
-                                               describe_message(place.key, place.number)
-                                         : "more than " + std::to_string(kMaxWaitingReadies) +
-                                               " readies for sends not posted");
+    return stream.protocol_violation(
+        waiting_readies_.contains(place)
+            ? "a second ready for " + describe_message(place.key, place.number)
+            : "more than " + std::to_string(kMaxWaitingReadies) + " readies for sends not posted");
   }
   waiting_readies_[place] = {host, ready};
   ++readies_from_[host];
@@ -481,14 +477,12 @@ PointToPointEngine::Landing PointToPointEngine::landing_of(int host, const Frame
   if (header.descriptor.dtype != message.dtype || header.descriptor.count != message.count ||
       header.offset != pending.bytes_done ||
       header.length > message_bytes(message) - pending.bytes_done) {
-    (void)stream.protocol_violation("bytes of " + describe_message(place.key, place.number) +
-                                    " at " +
-                              std::to_string(header.offset) + " (" +
-                              std::to_string(header.length) + " of " +
-                              values(header.descriptor.count, header.descriptor.dtype) +
-                              "), where this rank waits for byte " +
-                              std::to_string(pending.bytes_done) + " of " +
-                              values(message.count, message.dtype));
+    (void)stream.protocol_violation(
+        "bytes of " + describe_message(place.key, place.number) + " at " +
+        std::to_string(header.offset) + " (" + std::to_string(header.length) + " of " +
+        values(header.descriptor.count, header.descriptor.dtype) +
+        "), where this rank waits for byte " + std::to_string(pending.bytes_done) + " of " +
+        values(message.count, message.dtype));
     return {};
   }
   return {place, message.bytes + header.offset, message.keep};
@@ -558,10 +552,10 @@ void PointToPointEngine::progress(int wake_fd, net::Deadline until) {
   for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
     if (stalled_since_[host] && hosts_[host].mid_frame() && !hosts_[host].lost() &&
         net::Clock::now() - *stalled_since_[host] >= options_.stall_timeout) {
-      lose_host(host, hosts_[host].protocol_violation(
-                          "stopped sending in the middle of a frame for " +
-                          std::to_string(options_.stall_timeout.count()) +
-                          " ms (--stall-timeout-ms)"));
+      lose_host(host,
+                hosts_[host].protocol_violation("stopped sending in the middle of a frame for " +
+                                                std::to_string(options_.stall_timeout.count()) +
+                                                " ms (--stall-timeout-ms)"));
     }
   }
   interests_.clear();
@@ -571,7 +565,8 @@ void PointToPointEngine::progress(int wake_fd, net::Deadline until) {
   }
   if (const auto first = first_deadline(); first && first->when() < until.when()) until = *first;
   events_.resize(interests_.size());
-  const int ready = channels_->wait(interests_, events_, wake_fd, until, std::chrono::microseconds(0));
+  const int ready =
+      channels_->wait(interests_, events_, wake_fd, until, std::chrono::microseconds(0));
   if (ready <= 0) return;
   for (std::size_t i = 0; i < interests_.size(); ++i) {
     const int host = interests_[i].peer;

@@ -62,7 +62,7 @@ struct PostedMessage {
   MessageKey key;
   DataType dtype = DataType::f32;
   std::uint64_t count = 0;
-  std::byte* bytes = nullptr;  // count values: read by a send, written by a receive
+  std::byte* bytes = nullptr;        // count values: read by a send, written by a receive
   std::shared_ptr<const void> keep;  // keeps `bytes` mapped while the message or a frame of it is
                                      // in flight
   net::Deadline deadline = net::Deadline::after(std::chrono::seconds(0));

@@ -3,11 +3,12 @@
 // with local ranks ({2, 1, 3}); a ring exchange at p = 5 posted sends first and receives first;
 // tags received in another order than sent; a send that waits while both ranks run a collective;
 // a subgroup's ranks. Sizes that differ fail on both ranks naming both; a receiver whose client
-// leaves, or whose daemon dies, fails its sender at once; every bad argument gets a clear error and the daemons serve on.
+// leaves, or whose daemon dies, fails its sender at once; every bad argument gets a clear error and
+// the daemons serve on.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <numeric>
 #include <thread>
 
@@ -48,11 +49,11 @@ TEST_P(ClusterPointToPoint, EveryRankSendsEveryOtherItsMessagesWhateverTheirSize
         for (int peer = 0; peer < p; ++peer) {
           if (peer == rank) continue;
           sent.push_back(message(rank, peer, tag, size));
-          handles.push_back(client.send_async(sent.back().data(), size / 4, DataType::f32, peer,
-                                              tag));
+          handles.push_back(
+              client.send_async(sent.back().data(), size / 4, DataType::f32, peer, tag));
           received.emplace_back(size, std::byte{0xCD});
-          handles.push_back(client.receive_async(received.back().data(), size / 4, DataType::f32,
-                                                 peer, tag));
+          handles.push_back(
+              client.receive_async(received.back().data(), size / 4, DataType::f32, peer, tag));
         }
       }
     }
@@ -123,9 +124,7 @@ void ring_exchange(bool sends_first) {
   failures.expect_none();
 }
 
-TEST(ClusterPointToPointRing, ARingOfSendsPostedBeforeTheReceivesCompletes) {
-  ring_exchange(true);
-}
+TEST(ClusterPointToPointRing, ARingOfSendsPostedBeforeTheReceivesCompletes) { ring_exchange(true); }
 
 TEST(ClusterPointToPointRing, ARingOfReceivesPostedBeforeTheSendsCompletes) {
   ring_exchange(false);
@@ -142,8 +141,8 @@ TEST(ClusterPointToPointOrder, MessagesMatchPerTagWhateverOrderTheTagsAreReceive
         for (const std::int64_t tag : {1, 2, 1}) out.push_back(message(0, 1, tag, kBytes));
         std::vector<Handle> sends;
         for (std::size_t i = 0; i < out.size(); ++i) {
-          sends.push_back(client.send_async(out[i].data(), kBytes, DataType::u8, 1,
-                                            i == 1 ? 2 : 1));
+          sends.push_back(
+              client.send_async(out[i].data(), kBytes, DataType::u8, 1, i == 1 ? 2 : 1));
         }
         for (Handle& send : sends) send.wait();
         return;
@@ -200,8 +199,8 @@ TEST(ClusterPointToPointSubgroup, ASubgroupsRanksNameTheirPeersByTheirSubgroupRa
     if (rank == 1) return;
     try {
       Client client = Client::connect(
-          sockets[rank],
-          ConnectOptions{std::chrono::seconds(10), whole.local_rank(), whole.job(), "pair", members});
+          sockets[rank], ConnectOptions{std::chrono::seconds(10), whole.local_rank(), whole.job(),
+                                        "pair", members});
       const int partner = 1 - client.rank();
       const Bytes out = message(client.rank(), partner, 5, 1000);
       Bytes in(1000);

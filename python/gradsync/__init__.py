@@ -328,6 +328,37 @@ class Client:
         """Returns once every rank has called it. Raises as every op does (see Client)."""
         self._client.barrier(_options("sum", algorithm, timeout, name, None))
 
+    def send(self, tensor: Tensor, dst: int, tag: int = 0, *, timeout: Optional[float] = None,
+             name: str = "") -> None:
+        """Sends `tensor` to rank `dst` (of this client's stream: a subgroup's rank), matched in
+        order with dst's recv from this rank of the same tag (0 to 2**31 - 1), whose tensor must
+        have as many elements of the same dtype; returns once its bytes are out. Raises as every
+        op does (see Client): Mismatch when the two sizes differ, Aborted when dst's client
+        leaves first."""
+        self.send_async(tensor, dst, tag, timeout=timeout, name=name).wait()
+
+    def recv(self, tensor: Tensor, src: int, tag: int = 0, *, timeout: Optional[float] = None,
+             name: str = "") -> None:
+        """`tensor` receives rank `src`'s send to this rank of the same tag. Raises as send."""
+        self.recv_async(tensor, src, tag, timeout=timeout, name=name).wait()
+
+    def send_async(self, tensor: Tensor, dst: int, tag: int = 0, *,
+                   timeout: Optional[float] = None, name: str = "") -> Work:
+        """As send, returning a Work at once. Every send and receive in flight moves at once,
+        whatever order they were posted in: a ring of them cannot deadlock."""
+        staging = self._staging()
+        handle = self._client.send(staging.read(tensor), dst, tag,
+                                   _options("sum", "auto", timeout, name, None))
+        return self._work(handle, [tensor], staging)
+
+    def recv_async(self, tensor: Tensor, src: int, tag: int = 0, *,
+                   timeout: Optional[float] = None, name: str = "") -> Work:
+        """As recv, returning a Work at once (see send_async)."""
+        staging = self._staging()
+        handle = self._client.receive(staging.write(tensor), src, tag,
+                                      _options("sum", "auto", timeout, name, None))
+        return self._work(handle, [tensor], staging)
+
     def allreduce_async(self, tensor: Tensor, op: ReduceOpName = "sum", *,
                         algorithm: AlgorithmName = "auto", timeout: Optional[float] = None,
                         name: str = "", wire: Optional[WireName] = None) -> Work:

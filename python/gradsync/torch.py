@@ -10,9 +10,9 @@ torch's rank must be the daemon's rank, which a clear error says otherwise. Tens
 the daemon's shared memory; the ops of one process run in the order it calls them, each a torch
 Future completed from one thread per process group. Supported: all_reduce and reduce (sum, avg,
 min, max, product, band, bor, bxor), broadcast, all_gather, gather, scatter, reduce_scatter,
-all_to_all_single with any splits, all_to_all, barrier, and what DDP calls of them (with gather and
-scatter, gather_object and scatter_object_list too), on every dtype of CPU tensors, contiguous
-or not.
+all_to_all_single with any splits, all_to_all, barrier, send and recv from a given rank (with them
+isend, irecv and batch_isend_irecv), and what DDP calls of them (with gather and scatter,
+gather_object and scatter_object_list too), on every dtype of CPU tensors, contiguous or not.
 
 Each init_process_group is a gradsync job of its own, named through torch's store (rank 0 makes
 the name, every rank reads it), and each process group of it (new_group of every rank) an op
@@ -105,6 +105,38 @@ class _Work(Work, Generic[_Result]):
 
     def get_future(self) -> torch.futures.Future[_Result]:
         return self._future
+
+
+class _MessageWork(Work):
+    """A send's or a receive's torch Work, waited for on the thread that waits: unlike a
+    collective's, it may complete before ops submitted earlier (a receive posted first in a ring
+    completes after the send posted next), so it does not wait in the completer's line."""
+
+    def __init__(self, work: gradsync.Work, tensors: _Tensors) -> None:
+        super().__init__()
+        self._work = work
+        self._tensors = tensors
+
+    def wait(self, timeout: Optional[timedelta] = None) -> bool:
+        """Blocks until the message is done; raises the gradsync.Error it failed with."""
+        self._work.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._work.done()
+
+    def get_future(self) -> torch.futures.Future[_Tensors]:
+        future: torch.futures.Future[_Tensors] = torch.futures.Future()
+
+        def complete(work: gradsync.Work) -> None:
+            error = work.exception()
+            if error is not None:
+                future.set_exception(error)  # type: ignore[arg-type]  # torch 1.13's stub: T
+            else:
+                future.set_result(self._tensors)
+
+        self._work.add_done_callback(complete)
+        return future
 
 
 class _Completer:
@@ -320,6 +352,20 @@ class ProcessGroupGradsync(ProcessGroup):
             whole = torch.cat([tensor.reshape(-1) for tensor in _single(input_lists, "scatter")])
         return self._done(self.client.scatter_async(whole, output, root=opts.rootRank),
                           output_tensors)
+
+    def send(
+            self, tensors: _Tensors, dstRank: int, tag: int) -> Work:  # noqa: N803 (torch's)
+        tensor = _single(tensors, "send")
+        return _MessageWork(self.client.send_async(tensor, dstRank, tag), tensors)
+
+    def recv(
+            self, tensors: _Tensors, srcRank: int, tag: int) -> Work:  # noqa: N803 (torch's)
+        tensor = _single(tensors, "recv")
+        return _MessageWork(self.client.recv_async(tensor, srcRank, tag), tensors)
+
+    def recv_anysource(
+            self, tensors: _Tensors, tag: int) -> Work:
+        raise ValueError("gradsync matches each receive with one sender's sends: give recv a src")
 
     def barrier(self, opts: Optional[BarrierOptions] = None) -> _Work[_Tensors]:
         return self._done(self.client.allreduce_async(torch.zeros(1)), [])

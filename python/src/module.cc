@@ -397,6 +397,29 @@ void add_rooted_collectives(py::class_<Client>& client) {
           py::keep_alive<0, 1>());
 }
 
+// Point to point: a send reads its tensor, a receive writes it.
+void add_point_to_point(py::class_<Client>& client) {
+  client
+      .def(
+          "send",
+          [](Client& client, const py::object& tensor, int peer, std::int64_t tag,
+             const OpOptions& options) {
+            const Memory data = memory_of(tensor, "the tensor", false);
+            py::gil_scoped_release release;
+            return client.send_async(data.address, data.count, data.dtype, peer, tag, options);
+          },
+          py::keep_alive<0, 1>())
+      .def(
+          "receive",
+          [](Client& client, const py::object& tensor, int peer, std::int64_t tag,
+             const OpOptions& options) {
+            const Memory data = memory_of(tensor, "the tensor", true);
+            py::gil_scoped_release release;
+            return client.receive_async(data.address, data.count, data.dtype, peer, tag, options);
+          },
+          py::keep_alive<0, 1>());
+}
+
 }  // namespace
 }  // namespace gradsync
 
@@ -479,6 +502,7 @@ PYBIND11_MODULE(_gradsync, module) {
       .def("bind_thread_beside_daemon", &Client::bind_thread_beside_daemon);
   add_collectives(client);
   add_rooted_collectives(client);
+  add_point_to_point(client);
 
   py::class_<OpOptions>(module, "OpOptions")
       .def(py::init(&op_options), py::arg("op") = "sum", py::arg("algorithm") = "",

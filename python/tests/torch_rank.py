@@ -2,13 +2,14 @@
     torch_rank.py RANK WORLD_SIZE INIT_FILE [SCENARIO]
 with GRADSYNC_SOCKETS set. Prints "ok" when the scenario's checks all hold. The scenarios:
   everything (the default): every collective of the "gradsync" backend against its closed form,
-    then the same model trained with DDP over gradsync, over gloo, and over gloo with gradsync's
+    point-to-point messages (send, recv, isend, irecv, batch_isend_irecv), then the same model trained with DDP over gradsync, over gloo, and over gloo with gradsync's
     average hook, which must give the same parameters, the same on every rank; and with gradsync's
     bf16 and f16 hooks, parameters close to those and the same on every rank.
   groups: a new group of every rank beside the default one, their collectives interleaved.
   groups_in_flight: as groups, with the ops of both in flight at once (async_op).
   subgroups: groups of some ranks (new_group(ranks)): the last rank alone, pairs of neighbours
-    at once, ranks 1 and 2; their collectives by group rank, the others not involved.
+    at once, ranks 1 and 2; their collectives by group rank, and a send from each group's first
+    member to its last, the others not involved.
   reinit: destroy_process_group, then init_process_group again in the same process (a store of
     its own: INIT_FILE with ".again"), and collectives on the new one."""
 import math
@@ -201,9 +202,49 @@ def init(init_file, rank, size):
                             world_size=size)
 
 
+def point_to_point(rank, size):
+    """send and recv between neighbours; a ring with batch_isend_irecv posted both ways round;
+    isend and irecv of two tags received in the other order; a strided tensor; recv with no src
+    refused."""
+    right, left = (rank + 1) % size, (rank - 1) % size
+    if rank % 2 == 0:
+        dist.send(torch.full((3,), float(rank)), dst=right)
+    else:
+        got = torch.zeros(3)
+        dist.recv(got, src=left)
+        check(torch.equal(got, torch.full((3,), float(left))), f"recv from {left}: {got}")
+    for sends_first in (True, False):
+        out = torch.arange(100_000, dtype=torch.int8) + rank
+        got = torch.zeros(100_000, dtype=torch.int8)
+        ops = [dist.P2POp(dist.isend, out, right), dist.P2POp(dist.irecv, got, left)]
+        for work in dist.batch_isend_irecv(ops if sends_first else ops[::-1]):
+            work.wait()
+        check(torch.equal(got, torch.arange(100_000, dtype=torch.int8) + left),
+              f"the ring's bytes from {left} (sends first: {sends_first})")
+    works = [dist.isend(torch.full((2,), 10.0 * rank + tag), dst=right, tag=tag) for tag in (1, 2)]
+    by_tag = {tag: torch.zeros(2) for tag in (2, 1)}
+    works += [dist.irecv(tensor, src=left, tag=tag) for tag, tensor in by_tag.items()]
+    for work in works:
+        work.wait()
+    for tag, tensor in by_tag.items():
+        check(torch.equal(tensor, torch.full((2,), 10.0 * left + tag)), f"tag {tag}: {tensor}")
+    strided = torch.zeros(4, 6)[:, ::2]
+    receive = dist.irecv(strided, src=left)
+    dist.send(torch.arange(12.0).reshape(4, 3) * (rank + 1), dst=right)
+    receive.wait()
+    check(torch.equal(strided, torch.arange(12.0).reshape(4, 3) * (left + 1)),
+          f"a strided recv: {strided}")
+    try:
+        dist.recv(torch.zeros(1))
+        check(False, "recv from any source succeeded")
+    except ValueError as error:
+        check("give recv a src" in str(error), f"recv from any source: {error}")
+
+
 def everything(rank, size, init_file):
     init(init_file, rank, size)
     collectives(rank, size)
+    point_to_point(rank, size)
     over_gradsync = train(dist.group.WORLD, rank)
     gloo = dist.new_group(backend="gloo")
     over_gloo = train(gloo, rank)
@@ -329,6 +370,15 @@ def subgroup_collectives(rank, members, group):
     dist.reduce(tensor, dst=members[0], group=group)
     if rank == members[0]:
         check(torch.equal(tensor, torch.full((4,), total)), f"reduce over {members}: {tensor}")
+    if len(members) > 1:
+        # torch names the peer by its global rank; the group's first member sends to its last.
+        if rank == members[0]:
+            dist.send(torch.full((2,), 7.0 * rank), dst=members[-1], group=group)
+        elif rank == members[-1]:
+            got = torch.zeros(2)
+            dist.recv(got, src=members[0], group=group)
+            check(torch.equal(got, torch.full((2,), 7.0 * members[0])),
+                  f"recv over {members}: {got}")
 
 
 def subgroups(rank, size, init_file):
