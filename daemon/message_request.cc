@@ -3,6 +3,7 @@
 #include <string>
 
 #include "config/knobs.h"
+#include "daemon/op_request.h"
 #include "proto/convert.h"
 
 namespace gradsync::daemon {
@@ -42,15 +43,7 @@ Status prepare_message(const PendingOp& pending, int rank, int world_size,
     return invalid("a count of " + std::to_string(op.count()) + " " + std::string(name(*dtype)) +
                    " is more bytes than any region holds");
   }
-  const std::uint64_t bytes = op.count() * size;
-  if (bytes > 0 && !pending.region) {
-    return invalid("the message names shared-memory region " + std::to_string(op.region_id()) +
-                   ", which this daemon does not have");
-  }
-  if (bytes > 0 && pending.region->size() < bytes) {
-    return invalid("the message needs " + std::to_string(bytes) + " bytes, its region has " +
-                   std::to_string(pending.region->size()));
-  }
+  if (Status status = check_region(pending, op.count() * size); !status.ok()) return status;
   const engine::OpKey& stream = pending.key;  // its job and stream
   message.direction = sends ? engine::Direction::send : engine::Direction::receive;
   message.key = {stream.job, stream.stream, static_cast<std::uint32_t>(sends ? rank : peer),

@@ -73,6 +73,18 @@ Status read_splits(const PendingOp& pending, std::uint64_t most, OpShape& shape)
 
 }  // namespace
 
+Status check_region(const PendingOp& pending, std::uint64_t bytes) {
+  if (bytes > 0 && !pending.region) {
+    return invalid("the op names shared-memory region " + std::to_string(pending.op.region_id()) +
+                   ", which this daemon does not have");
+  }
+  if (bytes > 0 && pending.region->size() < bytes) {
+    return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
+                   std::to_string(pending.region->size()));
+  }
+  return {};
+}
+
 Status prepare_op(const PendingOp& pending, int rank, const HostLayout& layout,
                   const GroupPlan& plan, const Subgroup* subgroup, std::optional<Algorithm> forced,
                   engine::ExecuteOptions& options, OpShape& shape, std::uint64_t& table_bytes) {
@@ -124,14 +136,7 @@ Status prepare_op(const PendingOp& pending, int rank, const HostLayout& layout,
   }
   const std::uint64_t bytes =
       splits_bytes(shape) + data_bytes(shape, rank) + output_bytes(shape, rank);
-  if (bytes > 0 && !pending.region) {
-    return invalid("the op names shared-memory region " + std::to_string(op.region_id()) +
-                   ", which this daemon does not have");
-  }
-  if (bytes > 0 && pending.region->size() < bytes) {
-    return invalid("the op needs " + std::to_string(bytes) + " bytes, its region has " +
-                   std::to_string(pending.region->size()));
-  }
+  if (Status status = check_region(pending, bytes); !status.ok()) return status;
   // The table is of ops between hosts, indexed by the bytes that cross the network.
   const OpShape between = shape_between_hosts(shape, layout);
   const std::uint64_t wire_bytes =

@@ -20,6 +20,10 @@ namespace gradsync::daemon {
 // shows in log lines: bytes outside printable ASCII show as '?'.
 proto::SubmitOp submit_op_from(const net::QueuedOp& queued);
 
+// Why `pending`'s region cannot hold the `bytes` its request needs (none: the daemon does not
+// have it; too small); OK when it can, or when it needs none.
+Status check_region(const PendingOp& pending, std::uint64_t bytes);
+
 // Fills `options` (the op's descriptor and deadline; its op key set) and `shape` for `pending`, the
 // op of rank `rank` in a group of `layout`'s ranks: the whole group's, or `subgroup`'s (null: the
 // whole group); `forced`

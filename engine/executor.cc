@@ -356,17 +356,10 @@ class OpRun {
   // Reads a frame header as far as the channel has it, and checks it once whole. A wrong one is
   // kept all the same, so that a later op skips its payload.
   Status read_header(PeerStream& stream) {
-    while (stream.header_have < kFrameHeaderBytes) {
-      std::uint64_t got = 0;
-      if (Status status = stream.receive_some(stream.header_bytes.data() + stream.header_have,
-                                              kFrameHeaderBytes - stream.header_have, got);
-          !status.ok()) {
-        return status;
-      }
-      if (got == 0) return {};
-      stream.header_have += got;
-      stalled_since_[stream.peer()].reset();
-    }
+    std::uint64_t got = 0;
+    if (Status status = stream.receive_header(got); !status.ok()) return status;
+    if (got > 0) stalled_since_[stream.peer()].reset();
+    if (stream.header_have < kFrameHeaderBytes) return {};
     FrameHeader header;
     if (Status status = decode(stream.header_bytes, header); !status.ok()) {
       return stream.protocol_violation(status.message());

@@ -71,6 +71,22 @@ Status PeerStream::receive_some(std::byte* bytes, std::uint64_t wanted, std::uin
   return {};
 }
 
+Status PeerStream::receive_header(std::uint64_t& got) {
+  got = 0;
+  while (header_have < kFrameHeaderBytes) {
+    std::uint64_t some = 0;
+    if (Status status =
+            receive_some(header_bytes.data() + header_have, kFrameHeaderBytes - header_have, some);
+        !status.ok()) {
+      return status;
+    }
+    if (some == 0) return {};
+    header_have += some;
+    got += some;
+  }
+  return {};
+}
+
 Status PeerStream::send_some(OutSegment& segment) {
   iovec parts[kMaxWriteParts];
   int count = 0;

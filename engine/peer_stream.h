@@ -45,6 +45,9 @@ class PeerStream {
   // read through the read-ahead buffer, so that the frames behind it come in the same read; a
   // large one goes straight into `bytes`.
   Status receive_some(std::byte* bytes, std::uint64_t wanted, std::uint64_t& got);
+  // Reads the next frame's header into header_bytes as far as the channel has it (`got`: how many
+  // bytes came); it is whole once header_have is kFrameHeaderBytes.
+  Status receive_header(std::uint64_t& got);
   // Writes what the channel takes of a framed segment, from where its last write stopped;
   // `may_write` is false afterwards unless the whole frame went.
   Status send_some(OutSegment& segment);

@@ -328,17 +328,10 @@ Status PointToPointEngine::read_from(int host) {
   PeerStream& stream = hosts_[host];
   while (!stream.lost()) {
     if (!stream.header) {
-      while (stream.header_have < kFrameHeaderBytes) {
-        std::uint64_t got = 0;
-        if (Status status = stream.receive_some(stream.header_bytes.data() + stream.header_have,
-                                                kFrameHeaderBytes - stream.header_have, got);
-            !status.ok()) {
-          return status;
-        }
-        if (got == 0) return {};
-        stream.header_have += got;
-        stalled_since_[host].reset();
-      }
+      std::uint64_t got = 0;
+      if (Status status = stream.receive_header(got); !status.ok()) return status;
+      if (got > 0) stalled_since_[host].reset();
+      if (stream.header_have < kFrameHeaderBytes) return {};
       FrameHeader header;
       if (Status status = decode(stream.header_bytes, header); !status.ok()) {
         return stream.protocol_violation(status.message());
