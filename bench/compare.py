@@ -254,7 +254,7 @@ def bus_factor(collective, hosts):
     """nccl-tests' busbw over algbw, as cli/bench_report.h's bus_factor() counts it."""
     if collective == "allreduce":
         return 2 * (hosts - 1) / max(hosts, 1)
-    if collective in ("broadcast", "reduce"):
+    if collective in ("broadcast", "reduce", "pingpong"):  # pingpong: one way, one link
         return 1
     return (hosts - 1) / max(hosts, 1)
 
@@ -429,7 +429,8 @@ def main():
     parser.add_argument("--plot-prefix", default="benchmarks")
     parser.add_argument("--collective", default="allreduce",
                         choices=["allreduce", "reduce_scatter", "allgather", "broadcast",
-                                 "alltoall", "reduce", "gather", "scatter", "alltoallv"])
+                                 "alltoall", "reduce", "gather", "scatter", "alltoallv",
+                                 "pingpong"])
     parser.add_argument("--root", type=int, default=0, help="of the rooted collectives")
     options = parser.parse_args()
     SYSTEM_TIMEOUT[0] = options.timeout

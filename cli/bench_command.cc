@@ -73,8 +73,25 @@ Algorithm most_used(const std::map<Algorithm, int>& used, Algorithm fallback) {
   return ran;
 }
 
+// The ping-pong's op (kPingPong) on one rank: rank 0 sends `data` to rank 1 and receives it back
+// into `data`; rank 1 receives it into `data` and sends it back; the others take no part. Both end
+// with rank 0's bytes, as a broadcast from rank 0 would leave them.
+void ping_pong(Client& client, const BenchOp& op, std::byte* data, const OpOptions& options) {
+  const std::uint64_t count = op.count();
+  if (client.rank() == 0) {
+    Handle echo = client.receive_async(data, count, op.type(), 1, 0, options);
+    client.send(data, count, op.type(), 1, 0, options);
+    echo.wait();
+  } else if (client.rank() == 1) {
+    client.receive(data, count, op.type(), 0, 0, options);
+    client.send(data, count, op.type(), 0, 0, options);
+  }
+}
+
 class Bench {
  public:
+  // `collective`: Collective::broadcast for the ping-pong, whose tensors and check are a
+  // broadcast's from rank 0 on ranks 0 and 1.
   Bench(const BenchOptions& options, std::vector<Client> clients, GroupPlan plan,
         Collective collective, DataType type, ReduceOp op, std::optional<DataType> wire)
       : options_(options),
@@ -83,7 +100,8 @@ class Bench {
         collective_(collective),
         type_(type),
         op_(op),
-        wire_(wire) {}
+        wire_(wire),
+        ping_pong_(options.collective == kPingPong) {}
 
   // One row per algorithm (nullopt: auto). Every rank runs warmup + timed ops, the algorithms
   // taking turns (one op of each, then the next, each iteration starting one further along), so
@@ -191,14 +209,18 @@ class Bench {
         // the other ranks' copies and checks) arriving at different times.
         client.barrier();
         const double start = wall_clock_us();
-        Handle handle = submit(client, op, data, output, op_options);
-        handle.wait();
+        if (ping_pong_) {
+          ping_pong(client, op, data, op_options);
+        } else {
+          Handle handle = submit(client, op, data, output, op_options);
+          handle.wait();
+          if (i == 0) ++tally.used[k][handle.algorithm()];
+        }
         const double stop = wall_clock_us();
-        if (i == 0) ++tally.used[k][handle.algorithm()];
         if (iteration < options_.warmup) continue;
         tally.starts[k][i].push_back(start);
         tally.stops[k][i].push_back(stop);
-        if (!op.right(data, output)) ++tally.wrong[i][k];
+        if ((!ping_pong_ || client.rank() < 2) && !op.right(data, output)) ++tally.wrong[i][k];
       }
     }
   }
@@ -234,15 +256,27 @@ class Bench {
     const std::optional<Algorithm>& forced = run.algorithms[k];
     const Algorithm ran = most_used(tally.used[k], forced.value_or(Algorithm::ring));
     std::vector<double> spans = op_spans(tally.starts[k], tally.stops[k]);
-    BenchRow row = make_row(run.count * size, run.count,
-                            forced ? std::string(name(*forced)) : "auto:" + std::string(name(ran)),
-                            median(spans), hosts, collective_);
+    const std::string label =
+        ping_pong_ ? "direct"
+                   : (forced ? std::string(name(*forced)) : "auto:" + std::string(name(ran)));
+    // A ping-pong's row is one way: half the round trip.
+    BenchRow row = make_row(run.count * size, run.count, label,
+                            median(spans) / (ping_pong_ ? 2 : 1), hosts, collective_);
     // The model prices the bytes that cross the network.
     const std::size_t wire_size = wire_ ? element_size(*wire_) : size;
-    row.predicted_us = predicted_us(plan_,
-                                    bench_op_shape(collective_, hosts, run.count, wire_size,
-                                                   host_layout(plan_).host_of(options_.root)),
-                                    ran);
+    const HostLayout layout = host_layout(plan_);
+    if (ping_pong_) {
+      const LinkCost link = plan_.network.link(layout.host_of(0), layout.host_of(1));
+      row.predicted_us =
+          layout.host_of(0) == layout.host_of(1)
+              ? 0
+              : link.alpha_us + static_cast<double>(run.count * size) * link.beta_us_per_byte;
+    } else {
+      row.predicted_us = predicted_us(
+          plan_,
+          bench_op_shape(collective_, hosts, run.count, wire_size, layout.host_of(options_.root)),
+          ran);
+    }
     row.iterations = static_cast<int>(spans.size());
     for (const auto& rank_wrong : tally.wrong) row.wrong += rank_wrong[k];
     // An op past the bound is wrong; the bound holds for any algorithm.
@@ -260,6 +294,7 @@ class Bench {
   DataType type_;
   ReduceOp op_;
   std::optional<DataType> wire_;
+  const bool ping_pong_;
 };
 
 // With --algorithm all: per size, auto's time over the best forced algorithm's, and the worst.
@@ -321,7 +356,13 @@ int run_bench(BenchOptions options) {
   const std::vector<std::string> sockets = socket_paths(options.sockets, "--sockets");
   const auto [min_bytes, max_bytes] = size_range(options);
   if (options.small_iters == 0) options.small_iters = options.iters;
-  const Collective collective = *parse_collective(options.collective);
+  const bool ping_pong = options.collective == kPingPong;
+  if (ping_pong && (!options.wire.empty() || options.algorithm != "auto" || options.root != 0)) {
+    throw CLI::ValidationError("--collective",
+                               "the ping-pong takes no --wire, --algorithm or --root");
+  }
+  const Collective collective =
+      ping_pong ? Collective::broadcast : *parse_collective(options.collective);
   const DataType type = *parse_data_type(options.dtype);
   const ReduceOp op = *parse_reduce_op(options.op);
   if (const std::string_view why = why_op_cannot_reduce(type, op);
@@ -349,6 +390,10 @@ int run_bench(BenchOptions options) {
   }
   const bool prints = clients.front().rank() == 0;
   const int world_size = clients.front().world_size();
+  if (ping_pong && world_size < 2) {
+    std::fprintf(stderr, "gradsync bench: the ping-pong needs ranks 0 and 1; the group has 1\n");
+    return 2;
+  }
   if (options.root >= world_size) {
     std::fprintf(stderr, "gradsync bench: --root %d is not a rank of a group of %d\n", options.root,
                  world_size);
@@ -401,8 +446,13 @@ void add_bench_command(CLI::App& app, std::function<int()>& action) {
   command
       ->add_option("--collective", options->collective,
                    "The collective to time (a size is its count's bytes; all-to-all's blocks "
-                   "are a world size's share of it)")
-      ->check(CLI::IsMember(config::names_of(kAllCollectives, {Collective::barrier})));
+                   "are a world size's share of it), or pingpong: a send from rank 0 to rank 1 "
+                   "and back, one way timed")
+      ->check(CLI::IsMember([] {
+        std::vector<std::string> names = config::names_of(kAllCollectives, {Collective::barrier});
+        names.emplace_back(kPingPong);
+        return names;
+      }()));
   command->add_option("--root", options->root, "The root of broadcast, reduce, gather, scatter")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--dtype", options->dtype, "Element type")

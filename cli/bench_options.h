@@ -5,12 +5,17 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "collective/types.h"
 
 namespace gradsync::cli {
+
+// --collective's one choice that is not a collective: a send from rank 0 to rank 1 and its echo
+// back (Client::send and receive), each row half the round trip, as MPI's ping-pong times it.
+inline constexpr std::string_view kPingPong = "pingpong";
 
 struct BenchOptions {
   std::string sockets;  // comma-separated, rank order; default: $GRADSYNC_SOCKETS

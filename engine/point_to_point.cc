@@ -78,7 +78,8 @@ void PointToPointEngine::post(PostedMessage message) {
   }
   const Place place{message.key, ++numbers_[{direction, message.key}]};
   if (direction == Direction::send) {
-    Pending& send = sends_[place] = Pending{std::move(message), std::nullopt, 0};
+    Pending& send =
+        sends_.insert_or_assign(place, Pending{std::move(message), std::nullopt, 0}).first->second;
     if (local(place.key.receiver)) {
       match_locally(place);
     } else if (const auto waiting = waiting_readies_.find(place);
@@ -90,7 +91,8 @@ void PointToPointEngine::post(PostedMessage message) {
     }
     return;
   }
-  const Pending& receive = receives_[place] = Pending{std::move(message), std::nullopt, 0};
+  const Pending& receive =
+      receives_.insert_or_assign(place, Pending{std::move(message), std::nullopt, 0}).first->second;
   if (local(place.key.sender)) {
     match_locally(place);
     return;
@@ -100,6 +102,7 @@ void PointToPointEngine::post(PostedMessage message) {
   ready.descriptor.count = receive.message.count;
   Outgoing outgoing;
   outgoing.segment.header = encode(ready);
+  outgoing.ready = true;
   queue(host_of(place.key.sender), std::move(outgoing));
 }
 
@@ -282,7 +285,18 @@ void PointToPointEngine::queue(int host, Outgoing outgoing) {
   OutSegment& segment = outgoing.segment;
   segment.framed = true;
   segment.total = kFrameHeaderBytes + segment.length;
-  outgoing_[host].push_back(std::move(outgoing));
+  std::deque<Outgoing>& queue = outgoing_[host];
+  if (outgoing.ready) {
+    // Ahead of the bytes not yet begun: its sender may wait to send this way while this host
+    // sends it a long message, and a ready has nothing to keep in order with other messages'
+    // bytes.
+    const auto unbegun = std::find_if(queue.begin(), queue.end(), [](const Outgoing& queued) {
+      return queued.send && queued.segment.written == 0;
+    });
+    queue.insert(unbegun, std::move(outgoing));
+    return;
+  }
+  queue.push_back(std::move(outgoing));
 }
 
 void PointToPointEngine::queue_notice(int host, FrameKind kind, const Place& place,
@@ -445,7 +459,7 @@ Status PointToPointEngine::take_ready(int host, const FrameHeader& header) {
             ? "a second ready for " + describe_message(place.key, place.number)
             : "more than " + std::to_string(kMaxWaitingReadies) + " readies for sends not posted");
   }
-  waiting_readies_[place] = {host, ready};
+  waiting_readies_.insert_or_assign(place, std::pair{host, ready});
   ++readies_from_[host];
   return {};
 }
@@ -551,6 +565,8 @@ void PointToPointEngine::progress(int wake_fd, net::Deadline until) {
                                                 " ms (--stall-timeout-ms)"));
     }
   }
+  // Messages done are the caller's to answer now, not after the wait.
+  if (!done_.empty()) return;
   interests_.clear();
   for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
     if (host == options_.host || hosts_[host].lost()) continue;

@@ -93,8 +93,8 @@ class PointToPointEngine {
   // wait for from it, fail; the other hosts are told.
   void stream_ended(std::uint64_t job, std::uint64_t stream, std::uint32_t rank,
                     const std::string& why);
-  // Moves what can move, then waits for the channels, `wake_fd` (unless -1) or the first
-  // deadline, but not past `until`, and moves what the wait allows.
+  // Moves what can move, then, unless that finished a message, waits for the channels, `wake_fd`
+  // (unless -1) or the first deadline, but not past `until`, and moves what the wait allows.
   void progress(int wake_fd, net::Deadline until);
   // The messages done since the last call.
   std::vector<MessageDone> take_done();
@@ -125,6 +125,7 @@ class PointToPointEngine {
     std::string text;  // an abort's or an end's reason, which the pieces point at
     std::shared_ptr<const void> keep;
     std::optional<Place> send;  // a send's bytes: dropped unbegun if the send fails
+    bool ready = false;
   };
   // What the message frame being read from a host lands in: nothing (skipped), or a receive's
   // region.

@@ -93,6 +93,28 @@ TEST(BenchCommand, EveryCollectiveIsTimedAndItsResultsChecked) {
   }
 }
 
+// The ping-pong: rank 0's bytes to rank 1 and back on every size, each checked on both ranks;
+// its flags that make no sense refused.
+TEST(BenchCommand, ThePingPongIsTimedAndItsBytesChecked) {
+  nlohmann::json rows;
+  const auto result = run_bench(
+      3, "--collective pingpong --min-bytes 4 --max-bytes 1MiB --step-factor 64 --iters 2", rows);
+  ASSERT_EQ(result.exit_code, 0) << result.err << result.out;
+  EXPECT_NE(result.out.find("# gradsync bench: pingpong, 3 ranks"), std::string::npos)
+      << result.out;
+  ASSERT_TRUE(rows.is_array()) << result.out;
+  ASSERT_EQ(rows.size(), 4u) << rows.dump(2);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["algorithm"], "direct") << row.dump();
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+  }
+  const auto refused = run_bench(2, "--collective pingpong --root 1 --iters 1", rows);
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.err.find("the ping-pong takes no --wire, --algorithm or --root"),
+            std::string::npos)
+      << refused.err;
+}
+
 TEST(BenchCommand, ARootThatIsNoRankIsRefused) {
   nlohmann::json rows;
   const auto result = run_bench(2, "--collective gather --root 2 --iters 1", rows);

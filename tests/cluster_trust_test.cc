@@ -194,8 +194,9 @@ TEST(ClusterTrust, TwoGroupsWithDifferentSecretsCannotMix) {
 
 // A hello to rank 0's data port that claims to be rank 1, the moment rank 0 has joined: what a
 // stranger on the network can send, knowing the generation and the world size. Returns the
-// connection, open.
-net::UniqueFd pose_as_rank_one(const std::string& data_address, bool with_nonce) {
+// connection, open. `lane`: the connection's (data_mesh.h), 0 the collectives'.
+net::UniqueFd pose_as_rank_one(const std::string& data_address, bool with_nonce,
+                               std::uint32_t lane = 0) {
   net::HostPort target;
   EXPECT_TRUE(net::parse_host_port(data_address, target).ok());
   net::UniqueFd fd;
@@ -205,6 +206,7 @@ net::UniqueFd pose_as_rank_one(const std::string& data_address, bool with_nonce)
   hello.kind = engine::FrameKind::hello;
   hello.generation = 1;
   hello.op.place = 1;
+  hello.round = lane;
   hello.descriptor.count = 2;
   hello.length = with_nonce ? net::kNonceBytes : 0;
   EXPECT_TRUE(net::write_all(fd.get(), engine::encode(hello), deadline).ok());
@@ -224,9 +226,11 @@ TEST(ClusterTrust, AStrangerCannotPoseAsAPeerOnTheDataPort) {
       start_worker(address, {"--secret-file", secret, "--rank", "0"}, "mesh-0");
   const std::string data_address =
       wait_for_log(log_path("mesh-0"), std::regex("data address ([0-9.]+:[0-9]+)"));
-  // Before the real rank 1: one impostor without a nonce, one that answers with a wrong proof.
+  // Before the real rank 1: one impostor without a nonce, one that answers with a wrong proof,
+  // one that opens a lane there is not.
   net::UniqueFd bare = pose_as_rank_one(data_address, false);
   net::UniqueFd guessing = pose_as_rank_one(data_address, true);
+  net::UniqueFd no_lane = pose_as_rank_one(data_address, true, 2);
   cli::ChildProcess second =
       start_worker(address, {"--secret-file", secret, "--rank", "1"}, "mesh-1");
   // The guessing impostor gets rank 0's answer once rank 0 has its plan, and answers it wrongly.
@@ -240,6 +244,7 @@ TEST(ClusterTrust, AStrangerCannotPoseAsAPeerOnTheDataPort) {
                   .ok());
   wait_for_log(log_path("mesh-0"), std::regex("(a hello without the group secret's nonce)"));
   wait_for_log(log_path("mesh-0"), std::regex("(it does not prove the group secret)"));
+  wait_for_log(log_path("mesh-0"), std::regex("(hello for lane 2; there are 2)"));
   // The real rank 1 is rank 0's peer: their all-reduce is right.
   wait_for_log(log_path("mesh-0"), std::regex("(serving clients)"));
   wait_for_log(log_path("mesh-1"), std::regex("(serving clients)"));

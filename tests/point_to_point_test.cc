@@ -81,6 +81,26 @@ TEST(PointToPoint, MessagesOfSeveralSegmentsArriveWholeInTheOrderOfTheirTag) {
   EXPECT_EQ(sender.in_flight() + receiver.in_flight(), 0u);
 }
 
+// A send whose bytes go out in progress()'s first move is handed back then, not after the wait
+// that follows: the caller would answer its client only when the wait ends.
+TEST(PointToPoint, AMessageDoneBeforeTheWaitIsHandedBackWithoutWaiting) {
+  testing::MemoryNetwork network(2, {});
+  PointToPointEngine sender(options_of(0), network.channels_of(0));
+  PointToPointEngine receiver(options_of(1), network.channels_of(1));
+  Bytes out = testing::pattern(0, 1, 100);
+  Bytes in(100);
+  receiver.post(message(1, Direction::receive, in));
+  receiver.progress(-1, net::Deadline::after(std::chrono::milliseconds(1)));  // the ready goes
+  sender.progress(-1, net::Deadline::after(std::chrono::milliseconds(100)));  // and comes
+  sender.post(message(2, Direction::send, out));
+  const auto began = std::chrono::steady_clock::now();
+  sender.progress(-1, net::Deadline::after(std::chrono::seconds(30)));
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(15));
+  const std::vector<MessageDone> done = sender.take_done();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].status.ok()) << done[0].status.to_string();
+}
+
 TEST(PointToPoint, SizesThatDifferFailBothEndsNamingBoth) {
   testing::MemoryNetwork network(2, {});
   PointToPointEngine sender(options_of(0), network.channels_of(0));

@@ -3,7 +3,8 @@
 // (MPI_Allgatherv), broadcast (MPI_Bcast), alltoall (MPI_Alltoall), reduce (MPI_Reduce, in place
 // on the root), gather (MPI_Gatherv), scatter (MPI_Scatterv), each f32 sum with --root for the
 // rooted ones, on the tensors and checks of gradsync bench (cli/bench_op.h); the v forms give the
-// balanced chunks gradsync's collectives use. Launch with mpirun; the transport is the
+// balanced chunks gradsync's collectives use; --collective pingpong: MPI_Send from rank 0 to rank 1
+// and back with MPI_Recv, half the round trip timed. Launch with mpirun; the transport is the
 // launcher's choice (`--mca btl tcp,self` for TCP only).
 #include <mpi.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 
 #include "cli/bench_op.h"
+#include "cli/bench_options.h"
 #include "cli/bench_report.h"
 #include "collective/partition.h"
 #include "sweep.h"
@@ -46,6 +48,18 @@ Chunks blocks_of(const std::vector<std::uint64_t>& counts) {
     offset += static_cast<int>(count);
   }
   return chunks;
+}
+
+// gradsync bench's ping-pong (cli::kPingPong): rank 0's bytes to rank 1 and back.
+void ping_pong(const gradsync::cli::BenchOp& op, int rank, float* data) {
+  const int count = static_cast<int>(op.count());
+  if (rank == 0) {
+    MPI_Send(data, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+    MPI_Recv(data, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (rank == 1) {
+    MPI_Recv(data, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Send(data, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+  }
 }
 
 void run_op(const gradsync::cli::BenchOp& op, int rank, int root, const Chunks& chunks, float* data,
@@ -101,8 +115,12 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   const auto options = gradsync::peers::parse_sweep(argc, argv, "mpi_bench");
-  const auto collective = gradsync::parse_collective(options.collective);
-  if (!collective || *collective == Collective::barrier || options.root >= world_size) {
+  const bool ping_pong = options.collective == gradsync::cli::kPingPong;
+  // The ping-pong's tensors and check are a broadcast's from rank 0, on ranks 0 and 1.
+  const auto collective =
+      ping_pong ? Collective::broadcast : gradsync::parse_collective(options.collective);
+  if (!collective || *collective == Collective::barrier || options.root >= world_size ||
+      (ping_pong && (world_size < 2 || options.root != 0))) {
     if (rank == 0) {
       std::fprintf(stderr,
                    "mpi_bench: --collective %s --root %d: not a collective with a size, "
@@ -129,12 +147,16 @@ int main(int argc, char** argv) {
       op.refill(data_bytes, output_bytes);
       MPI_Barrier(MPI_COMM_WORLD);
       const double start = gradsync::cli::wall_clock_us();
-      run_op(op, rank, options.root, chunks, data.data(), output.data());
+      if (ping_pong) {
+        ping_pong(op, rank, data.data());
+      } else {
+        run_op(op, rank, options.root, chunks, data.data(), output.data());
+      }
       const double stop = gradsync::cli::wall_clock_us();
       if (iteration < options.warmup) continue;
       times.starts_us.push_back(start);
       times.stops_us.push_back(stop);
-      if (!op.right(data_bytes, output_bytes)) ++times.wrong;
+      if ((!ping_pong || rank < 2) && !op.right(data_bytes, output_bytes)) ++times.wrong;
     }
     // The wrong results of every rank count; MAX keeps one rank's, which says as much: wrong.
     const std::vector<double> input = gradsync::peers::span_reduction_input(times);
@@ -143,7 +165,8 @@ int main(int argc, char** argv) {
                   MPI_COMM_WORLD);
     int wrong = 0;
     std::vector<double> spans = gradsync::peers::spans_of_reduction(reduced, wrong);
-    auto row = gradsync::cli::make_row(count * 4, count, label, gradsync::cli::median(spans),
+    auto row = gradsync::cli::make_row(count * 4, count, label,
+                                       gradsync::cli::median(spans) / (ping_pong ? 2 : 1),
                                        world_size, *collective);
     row.wrong = wrong;
     row.iterations = static_cast<int>(spans.size());
