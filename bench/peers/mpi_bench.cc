@@ -115,12 +115,12 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   const auto options = gradsync::peers::parse_sweep(argc, argv, "mpi_bench");
-  const bool ping_pong = options.collective == gradsync::cli::kPingPong;
+  const bool pinging = options.collective == gradsync::cli::kPingPong;
   // The ping-pong's tensors and check are a broadcast's from rank 0, on ranks 0 and 1.
   const auto collective =
-      ping_pong ? Collective::broadcast : gradsync::parse_collective(options.collective);
+      pinging ? Collective::broadcast : gradsync::parse_collective(options.collective);
   if (!collective || *collective == Collective::barrier || options.root >= world_size ||
-      (ping_pong && (world_size < 2 || options.root != 0))) {
+      (pinging && (world_size < 2 || options.root != 0))) {
     if (rank == 0) {
       std::fprintf(stderr,
                    "mpi_bench: --collective %s --root %d: not a collective with a size, "
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       op.refill(data_bytes, output_bytes);
       MPI_Barrier(MPI_COMM_WORLD);
       const double start = gradsync::cli::wall_clock_us();
-      if (ping_pong) {
+      if (pinging) {
         ping_pong(op, rank, data.data());
       } else {
         run_op(op, rank, options.root, chunks, data.data(), output.data());
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
       if (iteration < options.warmup) continue;
       times.starts_us.push_back(start);
       times.stops_us.push_back(stop);
-      if ((!ping_pong || rank < 2) && !op.right(data_bytes, output_bytes)) ++times.wrong;
+      if ((!pinging || rank < 2) && !op.right(data_bytes, output_bytes)) ++times.wrong;
     }
     // The wrong results of every rank count; MAX keeps one rank's, which says as much: wrong.
     const std::vector<double> input = gradsync::peers::span_reduction_input(times);
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
     int wrong = 0;
     std::vector<double> spans = gradsync::peers::spans_of_reduction(reduced, wrong);
     auto row = gradsync::cli::make_row(count * 4, count, label,
-                                       gradsync::cli::median(spans) / (ping_pong ? 2 : 1),
+                                       gradsync::cli::median(spans) / (pinging ? 2 : 1),
                                        world_size, *collective);
     row.wrong = wrong;
     row.iterations = static_cast<int>(spans.size());
