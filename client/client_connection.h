@@ -204,9 +204,11 @@ class ClientConnection {
     state->output_offset = submission.output_offset;
     state->output_bytes = submission.output_bytes;
     state->deadline = net::Deadline::after(options.timeout + kResultGrace);
-    PooledRegion* lent = lent_region_at(submission.input);
-    const bool in_place = submission.input == submission.output && submission.input_offset == 0 &&
-                          submission.output_offset == 0;
+    // A message has one tensor, read by a send and written by a receive: in place either way.
+    PooledRegion* lent = lent_region_at(submission.input != nullptr ? submission.input
+                                                                    : submission.output);
+    const bool in_place = (submission.transfer || submission.input == submission.output) &&
+                          submission.input_offset == 0 && submission.output_offset == 0;
     if (bytes > 0 && lent != nullptr && in_place && lent->memory.size() >= bytes) {
       // The caller's tensor already lives in the daemon's view: nothing to copy either way.
       state->region = lent;
