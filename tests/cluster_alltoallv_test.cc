@@ -21,6 +21,7 @@
 #include "support/failures.h"
 #include "support/raw_hello.h"
 #include "support/tensor_values.h"
+#include "support/test_names.h"
 
 namespace gradsync {
 namespace {
@@ -88,11 +89,7 @@ TEST_P(ClusterAlltoallv, EveryBlockReachesItsRankWhateverItsLength) {
 INSTANTIATE_TEST_SUITE_P(Layouts, ClusterAlltoallv,
                          ::testing::Values(Layout{1, 1}, Layout{1, 1, 1}, Layout{1, 1, 1, 1, 1},
                                            Layout{2, 1, 3}, Layout{2, 2}),
-                         [](const auto& param) {
-                           std::string text = "hosts";
-                           for (const int ranks : param.param) text += "_" + std::to_string(ranks);
-                           return text;
-                         });
+                         [](const auto& param) { return testing::layout_name(param.param); });
 
 TEST(ClusterAlltoallvInput, CountsThatDisagreeFailOnEveryRankNamingThePairAndTheDaemonsServeOn) {
   testing::TestCluster cluster = testing::start_hosts({1, 2});

@@ -15,6 +15,7 @@
 #include "support/cluster.h"
 #include "support/failures.h"
 #include "support/tensor_values.h"
+#include "support/test_names.h"
 
 namespace gradsync {
 namespace {
@@ -25,12 +26,6 @@ constexpr auto kFailFast = std::chrono::seconds(10);
 
 // By host, how many ranks each daemon serves.
 using Layout = std::vector<int>;
-
-std::string layout_name(const Layout& layout) {
-  std::string text = "hosts";
-  for (const int ranks : layout) text += "_" + std::to_string(ranks);
-  return text;
-}
 
 class ClusterLocalRanks : public ::testing::TestWithParam<Layout> {};
 
@@ -132,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ClusterLocalRanks,
                          ::testing::Values(Layout{2}, Layout{3}, Layout{2, 2}, Layout{3, 3},
                                            Layout{1, 3}, Layout{2, 1, 2}, Layout{3, 1, 2},
                                            Layout{2, 2, 2, 2}, Layout{1, 1, 1, 1}),
-                         [](const auto& param) { return layout_name(param.param); });
+                         [](const auto& param) { return testing::layout_name(param.param); });
 
 // Every rank runs an all-reduce and gets the sum: nothing of an op that failed is left behind.
 void expect_every_rank_runs_an_op(testing::TestCluster& cluster) {

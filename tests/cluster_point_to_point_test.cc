@@ -15,6 +15,7 @@
 #include "support/cluster.h"
 #include "support/failures.h"
 #include "support/tensor_values.h"
+#include "support/test_names.h"
 
 namespace gradsync {
 namespace {
@@ -84,11 +85,7 @@ TEST_P(ClusterPointToPoint, EveryRankSendsEveryOtherItsMessagesWhateverTheirSize
 INSTANTIATE_TEST_SUITE_P(Layouts, ClusterPointToPoint,
                          ::testing::Values(Layout{1, 1}, Layout{1, 1, 1}, Layout{1, 1, 1, 1, 1},
                                            Layout{2, 1, 3}),
-                         [](const auto& param) {
-                           std::string text = "hosts";
-                           for (const int ranks : param.param) text += "_" + std::to_string(ranks);
-                           return text;
-                         });
+                         [](const auto& param) { return testing::layout_name(param.param); });
 
 // Each rank sends its right neighbour 8 MiB, more than the sockets between them hold, and
 // receives as much from its left; the ranks post in `sends_first` order.

@@ -11,6 +11,7 @@
 #include "support/cluster.h"
 #include "support/failures.h"
 #include "support/tensor_values.h"
+#include "support/test_names.h"
 
 namespace gradsync {
 namespace {
@@ -139,11 +140,7 @@ TEST_P(ClusterRooted, ARootThatIsNotARankIsRefusedOnEveryRankAndTheGroupServesOn
 INSTANTIATE_TEST_SUITE_P(Layouts, ClusterRooted,
                          ::testing::Values(Layout{1, 1}, Layout{1, 1, 1}, Layout{1, 1, 1, 1, 1},
                                            Layout{2, 1, 3}),
-                         [](const auto& param) {
-                           std::string text = "hosts";
-                           for (const int ranks : param.param) text += "_" + std::to_string(ranks);
-                           return text;
-                         });
+                         [](const auto& param) { return testing::layout_name(param.param); });
 
 }  // namespace
 }  // namespace gradsync

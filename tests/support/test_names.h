@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gradsync::testing {
 
@@ -36,6 +37,13 @@ inline std::string identifier(std::string_view text) {
     }
   }
   return result;
+}
+
+// A cluster test's host layout, `local_ranks[h]` ranks on host h: "hosts_2_1_3".
+inline std::string layout_name(const std::vector<int>& local_ranks) {
+  std::string text = "hosts";
+  for (const int ranks : local_ranks) text += "_" + std::to_string(ranks);
+  return text;
 }
 
 }  // namespace gradsync::testing
