@@ -98,6 +98,12 @@ class OpRun {
   std::uint64_t peers_count() const { return peers_count_; }
 
   Status run() {
+    for (int peer = 0; peer < mesh_.world_size(); ++peer) {
+      if (!is_peer(peer)) continue;
+      if (const std::string* left = mesh_.stream_end_before(peer, options_.op)) {
+        return fail(Status(ErrorCode::aborted, "rank " + std::to_string(peer) + ": " + *left));
+      }
+    }
     for (std::size_t round = 0; round < schedule_.rounds.size(); ++round) {
       queues_.begin_round(round);
       if (Status status = transfer(); !status.ok()) return fail(status);
@@ -440,13 +446,15 @@ class OpRun {
     if (stale) return {};
     if (done.kind == FrameKind::end) {
       // The peer's client will never submit this op, so no rank can finish it, whether this one
-      // needs the peer's data or not. An end of an earlier client of the stream (its name used
-      // again), or of one that submitted this op, fails nothing.
-      if (!done.op.same_stream(options_.op) || options_.op.place <= done.op.place) return {};
-      return Status(
-          ErrorCode::aborted,
-          "rank " + std::to_string(stream.peer()) + ": " +
-              std::string(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size()));
+      // needs the peer's data or not. An end of another stream, of an earlier client of this one
+      // (its name used again), or of one that submitted this op, fails nothing now: the mesh
+      // keeps it for the stream's later ops, which its frame will not reach again.
+      std::string reason(reinterpret_cast<const char*>(abort_text_.data()), abort_text_.size());
+      if (!done.op.same_stream(options_.op) || options_.op.place <= done.op.place) {
+        mesh_.note_stream_end(stream.peer(), done.op, std::move(reason));
+        return {};
+      }
+      return Status(ErrorCode::aborted, "rank " + std::to_string(stream.peer()) + ": " + reason);
     }
     if (done.kind == FrameKind::abort) {
       return Status(

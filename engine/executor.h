@@ -43,7 +43,7 @@ struct ExecuteOptions {
   net::Deadline deadline =
       net::Deadline::after(std::chrono::milliseconds(knobs::kOpTimeoutMs.default_value));
   const OpInterrupt* interrupt = nullptr;  // watched while the op runs, if given
-  std::chrono::microseconds spin{0};   // busy-polling before each blocking wait
+  std::chrono::microseconds spin{0};       // busy-polling before each blocking wait
   // A peer whose frame this rank is reading and that sends no byte of it for this long is lost:
   // its stream can no longer be trusted, and waiting for the op's deadline would hold every rank.
   std::chrono::milliseconds stall_timeout{knobs::kStallTimeoutMs.default_value};

@@ -45,4 +45,21 @@ bool PeerMesh::has_finished(const OpKey& op) const {
   return found != last_finished_.end() && op.place <= found->second;
 }
 
+void PeerMesh::note_stream_end(int peer, const OpKey& stream, std::string reason) {
+  const auto [entry, added] = stream_ends_.insert_or_assign(
+      {peer, stream.job, stream.stream}, std::pair{stream.place, std::move(reason)});
+  if (!added) return;
+  ends_by_age_.push_back(entry->first);
+  if (ends_by_age_.size() > kMaxStreamsKept) {
+    stream_ends_.erase(ends_by_age_.front());
+    ends_by_age_.pop_front();
+  }
+}
+
+const std::string* PeerMesh::stream_end_before(int peer, const OpKey& op) const {
+  const auto found = stream_ends_.find({peer, op.job, op.stream});
+  if (found == stream_ends_.end() || found->second.first >= op.place) return nullptr;
+  return &found->second.second;
+}
+
 }  // namespace gradsync::engine

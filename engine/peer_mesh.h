@@ -9,6 +9,8 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -67,12 +69,24 @@ class PeerMesh {
   void finished(const OpKey& op);
   bool has_finished(const OpKey& op) const;  // of a client op
 
+  // `peer` said, in an end frame read while an op it did not fail ran, that its client of
+  // `stream` (its job and stream) left after submitting the op at stream.place: a later op of that
+  // stream can never finish. Kept for the kMaxStreamsKept streams that ended last.
+  void note_stream_end(int peer, const OpKey& stream, std::string reason);
+  // Why `op` cannot finish because `peer`'s client of its stream left before submitting it; null
+  // if it did not.
+  const std::string* stream_end_before(int peer, const OpKey& op) const;
+
  private:
   int rank_;
   std::uint64_t generation_;
   std::uint64_t next_op_id_ = 1;
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint64_t> last_finished_;  // by stream
   std::deque<std::pair<std::uint64_t, std::uint64_t>> streams_by_age_;  // of last_finished_
+  // By (peer, job, stream): the last place its client submitted, and why it left.
+  using PeerStreamKey = std::tuple<int, std::uint64_t, std::uint64_t>;
+  std::map<PeerStreamKey, std::pair<std::uint64_t, std::string>> stream_ends_;
+  std::deque<PeerStreamKey> ends_by_age_;  // of stream_ends_
   std::unique_ptr<net::DataChannels> channels_;
   std::vector<PeerStream> peers_;
   OpWorkspace workspace_;

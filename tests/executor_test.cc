@@ -640,11 +640,45 @@ TEST(Executor, AnEndOfTheOpsStreamFailsTheOpAtOnce) {
   EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(5));
 }
 
+// The peer's client submitted op 1 and left, and its end came while op 1 ran here: op 1 finishes,
+// and op 2 of the stream, whose frames will never come, fails at once with the peer's reason.
+TEST(Executor, AnEndReadDuringTheOpItsClientSubmittedFailsTheStreamsNextOpAtOnce) {
+  auto [mesh, rank1_socket] = mesh_and_hand_played_peer();
+  const OpShape shape{Collective::broadcast, 2, 10, 4, 1};
+  ExecuteOptions options =
+      options_for(shape, Algorithm::tree, DataType::f32, ReduceOp::sum, 0, 256);
+  options.op = {5, 1, 1};
+  const std::vector<float> sent(10, 7.0f);
+  FrameHeader frame = frame_of_op(0, 40);
+  frame.op = options.op;
+  frame.descriptor = options.descriptor;
+  const auto [end, reason] =
+      KeyedBroadcast::notice(FrameKind::end, {5, 1, 1}, "rank 1's client (pid 9) left");
+  // The end first: op 1 reads it while it still waits for its data.
+  send_by_hand(rank1_socket, encode(end));
+  send_by_hand(rank1_socket, std::as_bytes(std::span(reason.data(), reason.size())));
+  send_by_hand(rank1_socket, encode(frame));
+  send_by_hand(rank1_socket, std::as_bytes(std::span(sent)));
+  std::vector<float> received(10, 0.0f);
+  const Schedule schedule = build_schedule(shape, Algorithm::tree, 0);
+  const OpBuffers buffers{reinterpret_cast<std::byte*>(received.data()), nullptr};
+  ASSERT_TRUE(execute(schedule, buffers, mesh, options).ok());
+  EXPECT_EQ(received, sent);
+  options.op.place = 2;
+  options.deadline = net::Deadline::after(std::chrono::seconds(20));
+  const auto start = net::Clock::now();
+  const Status status = execute(schedule, buffers, mesh, options);
+  EXPECT_EQ(status.code(), ErrorCode::aborted) << status.to_string();
+  EXPECT_EQ(status.message(), "rank 1: rank 1's client (pid 9) left");
+  EXPECT_LT(net::Clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST(Executor, AnEndWithAReasonOverTheLimitIsAProtocolError) {
   KeyedBroadcast broadcast;
-  const Status status = broadcast.run(
-      {KeyedBroadcast::notice(FrameKind::end, {5, 1, 0}, std::string(kMaxAbortReasonBytes + 1, 'r'))},
-      false);
+  const Status status =
+      broadcast.run({KeyedBroadcast::notice(FrameKind::end, {5, 1, 0},
+                                            std::string(kMaxAbortReasonBytes + 1, 'r'))},
+                    false);
   EXPECT_EQ(status.code(), ErrorCode::peer_lost) << status.to_string();
   EXPECT_NE(status.message().find("payload of 4097 bytes exceeds the limit of 4096"),
             std::string::npos)
@@ -728,7 +762,8 @@ class ExecutorWireType : public ::testing::TestWithParam<WireCase> {};
 
 // f32 values sent as bf16 or f16: every rank ends with the same bits, and each reduced element is
 // within the documented bound of the exact sum (docs/clients.md, "Semantics"): at most p roundings
-// to the wire type and p + 1 f32 roundings on the way, so |result - sum| <= ((1+u)^p (1+2^-24)^(p+1) - 1)
+// to the wire type and p + 1 f32 roundings on the way, so |result - sum| <= ((1+u)^p
+// (1+2^-24)^(p+1) - 1)
 // * sum|x_r| (divided by p for avg). All-gather delivers every rank's block rounded once.
 TEST_P(ExecutorWireType, EveryRankEndsWithTheSameBitsWithinTheBound) {
   const auto [collective, algorithm, p, wire] = GetParam();
