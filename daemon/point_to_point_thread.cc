@@ -67,6 +67,10 @@ void PointToPointThread::stop(const Status& why) {
 
 void PointToPointThread::run() {
   while (true) {
+    // The bell is taken down before the commands are: one rung after this finds its command
+    // below, or rings the next wait awake.
+    std::uint64_t rung = 0;
+    (void)!::read(wake_.get(), &rung, sizeof rung);
     std::vector<Command> commands;
     bool stopping = false;
     Status why;
@@ -76,8 +80,6 @@ void PointToPointThread::run() {
       stopping = stopping_;
       why = stopped_why_;
     }
-    std::uint64_t rung = 0;
-    (void)!::read(wake_.get(), &rung, sizeof rung);
     for (Command& command : commands) command(engine_);
     if (stopping) {
       engine_.fail_all(why);

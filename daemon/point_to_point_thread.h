@@ -30,7 +30,7 @@ class PointToPointThread {
   // and waits for the thread.
   ~PointToPointThread();
 
-  // Any thread's, as are the others.
+  // The op thread's, as are the others: post() and stop() are not ordered across threads.
   void post(engine::PostedMessage message);
   // engine::PointToPointEngine::stream_ended.
   void stream_ended(std::uint64_t job, std::uint64_t stream, std::uint32_t rank,

@@ -16,6 +16,17 @@ std::string values(std::uint64_t count, DataType dtype) {
 
 }  // namespace
 
+PointToPointEngine::Place PointToPointEngine::place_of(const FrameHeader& header) {
+  return {{header.op.job, header.op.stream, header.descriptor.root,
+           static_cast<std::uint32_t>(header.op_count), header.round},
+          header.op.place};
+}
+
+bool PointToPointEngine::posted(Direction direction, const Place& place) const {
+  const auto number = numbers_.find({direction, place.key});
+  return number != numbers_.end() && place.number <= number->second;
+}
+
 std::string describe_message(const MessageKey& key, std::uint64_t number) {
   return "message " + std::to_string(number) + " from rank " + std::to_string(key.sender) +
          " to rank " + std::to_string(key.receiver) + " with tag " + std::to_string(key.tag);
@@ -32,6 +43,7 @@ PointToPointEngine::PointToPointEngine(PointToPointOptions options,
   notice_text_.resize(hosts);
   stalled_since_.resize(hosts);
   readies_from_.resize(hosts);
+  failures_from_.resize(hosts);
 }
 
 std::uint64_t PointToPointEngine::message_bytes(const PostedMessage& message) const {
@@ -77,6 +89,13 @@ void PointToPointEngine::post(PostedMessage message) {
     return;
   }
   const Place place{message.key, ++numbers_[{direction, message.key}]};
+  if (const auto failed = failed_before_posted_.find({direction, place});
+      failed != failed_before_posted_.end()) {
+    done_.push_back({message.id, failed->second.second});
+    --failures_from_[failed->second.first];
+    failed_before_posted_.erase(failed);
+    return;
+  }
   if (direction == Direction::send) {
     Pending& send =
         sends_.insert_or_assign(place, Pending{std::move(message), std::nullopt, 0}).first->second;
@@ -177,6 +196,10 @@ void PointToPointEngine::fail(std::map<Place, Pending>& pending,
       return outgoing.send == place && outgoing.segment.written == 0;
     });
   }
+  if (!is_send && !local(peer) && landing_[host_of(peer)].receive == place) {
+    // The rest of the frame being read goes nowhere: its client may reuse the region at once.
+    landing_[host_of(peer)] = {};
+  }
   if (tell && !local(peer) && !hosts_[host_of(peer)].lost()) {
     queue_notice(host_of(peer), FrameKind::abort, place, why);
   }
@@ -198,10 +221,15 @@ void PointToPointEngine::fail_expired() {
                             " bytes sent"
                       : "rank " + std::to_string(key.receiver) + " has not posted the receive";
         } else {
-          state = message.bytes_done > 0
-                      ? std::to_string(message.bytes_done) + " of " + std::to_string(total) +
-                            " bytes came"
-                      : "rank " + std::to_string(key.sender) + " has not sent it";
+          // With what has come of the frame being read.
+          const int from = host_of(key.sender);
+          const std::uint64_t came =
+              message.bytes_done +
+              (!local(key.sender) && landing_[from].receive == it->first && hosts_[from].header
+                   ? hosts_[from].payload_done
+                   : 0);
+          state = came > 0 ? std::to_string(came) + " of " + std::to_string(total) + " bytes came"
+                           : "rank " + std::to_string(key.sender) + " has not sent it";
         }
         fail(pending, it,
              Status(ErrorCode::deadline_exceeded,
@@ -216,7 +244,8 @@ void PointToPointEngine::fail_expired() {
   expire(receives_, false);
 }
 
-void PointToPointEngine::lose_host(int host, const Status& why) {
+void PointToPointEngine::lose_host(int host) {
+  const std::string why = hosts_[host].lost_reason();
   const auto lost = [&](std::map<Place, Pending>& pending, bool is_send) {
     for (auto it = pending.begin(); it != pending.end();) {
       const auto next = std::next(it);
@@ -224,8 +253,10 @@ void PointToPointEngine::lose_host(int host, const Status& why) {
       const std::uint32_t peer = is_send ? key.receiver : key.sender;
       if (host_of(peer) == host) {
         fail(pending, it,
-             Status(why.code(), describe_message(key, it->first.number) + " failed: rank " +
-                                    std::to_string(peer) + "'s host is lost: " + why.message()),
+             Status(ErrorCode::peer_lost, describe_message(key, it->first.number) +
+                                              " failed: the connection to rank " +
+                                              std::to_string(peer) + "'s host " +
+                                              std::to_string(host) + " is lost: " + why),
              false);
       }
       it = next;
@@ -237,6 +268,45 @@ void PointToPointEngine::lose_host(int host, const Status& why) {
   landing_[host] = {};
   std::erase_if(waiting_readies_, [&](const auto& entry) { return entry.second.first == host; });
   readies_from_[host] = 0;
+  std::erase_if(failed_before_posted_,
+                [&](const auto& entry) { return entry.second.first == host; });
+  failures_from_[host] = 0;
+}
+
+void PointToPointEngine::forget_waiting(std::uint64_t job, std::uint64_t stream,
+                                        std::uint32_t rank) {
+  const auto of_rank = [&](const Place& place) {
+    return place.key.job == job && place.key.stream == stream &&
+           (place.key.sender == rank || place.key.receiver == rank);
+  };
+  for (auto it = waiting_readies_.begin(); it != waiting_readies_.end();) {
+    if (of_rank(it->first)) {
+      --readies_from_[it->second.first];
+      it = waiting_readies_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = failed_before_posted_.begin(); it != failed_before_posted_.end();) {
+    if (of_rank(it->first.second)) {
+      --failures_from_[it->second.first];
+      it = failed_before_posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status PointToPointEngine::remember_failure(int host, Direction direction, const Place& place,
+                                            const Status& why) {
+  if (failures_from_[host] >= kMaxWaitingReadies) {
+    return hosts_[host].protocol_violation("more than " + std::to_string(kMaxWaitingReadies) +
+                                           " failures of messages not posted");
+  }
+  if (failed_before_posted_.try_emplace({direction, place}, host, why).second) {
+    ++failures_from_[host];
+  }
+  return {};
 }
 
 void PointToPointEngine::stream_ended(std::uint64_t job, std::uint64_t stream, std::uint32_t rank,
@@ -254,6 +324,7 @@ void PointToPointEngine::stream_ended(std::uint64_t job, std::uint64_t stream, s
   };
   end(sends_);
   end(receives_);
+  forget_waiting(job, stream, rank);
   for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
     if (host == options_.host || hosts_[host].lost()) continue;
     Place place{{job, stream, rank, 0, 0}, 0};
@@ -380,7 +451,7 @@ Status PointToPointEngine::read_from(int host) {
     stream.drop_header();
     landing_[host] = {};
     if (notice) {
-      take_notice(done, notice_text_[host]);
+      if (Status status = take_notice(host, done, notice_text_[host]); !status.ok()) return status;
     } else if (place) {
       const auto receive = receives_.find(*place);
       if (receive != receives_.end()) {
@@ -413,6 +484,22 @@ Status PointToPointEngine::take_header(int host, const FrameHeader& header) {
         std::to_string(std::max<std::uint64_t>(header.descriptor.root, header.op_count)) +
         ", beyond the group's " + std::to_string(ranks));
   }
+  if (header.kind == FrameKind::ready && header.length != 0) {
+    return violation("a ready with " + std::to_string(header.length) + " bytes of payload");
+  }
+  if (header.kind == FrameKind::end && host_of(header.descriptor.root) != host) {
+    return violation("an end for rank " + std::to_string(header.descriptor.root) +
+                     ", which is not that host's");
+  }
+  if (header.kind == FrameKind::abort) {
+    const Place place = place_of(header);
+    const bool ours_to_theirs = local(place.key.sender) && host_of(place.key.receiver) == host;
+    const bool theirs_to_ours = local(place.key.receiver) && host_of(place.key.sender) == host;
+    if (!ours_to_theirs && !theirs_to_ours) {
+      return violation("an abort of " + describe_message(place.key, place.number) +
+                       ", which is not between that host's ranks and this host's");
+    }
+  }
   stream.header = header;
   stream.payload_done = 0;
   switch (header.kind) {
@@ -433,9 +520,7 @@ Status PointToPointEngine::take_header(int host, const FrameHeader& header) {
 }
 
 Status PointToPointEngine::take_ready(int host, const FrameHeader& header) {
-  const Place place{{header.op.job, header.op.stream, header.descriptor.root,
-                     static_cast<std::uint32_t>(header.op_count), header.round},
-                    header.op.place};
+  const Place place = place_of(header);
   PeerStream& stream = hosts_[host];
   if (!local(place.key.sender) || host_of(place.key.receiver) != host) {
     return stream.protocol_violation("a ready for " + describe_message(place.key, place.number) +
@@ -451,8 +536,16 @@ Status PointToPointEngine::take_ready(int host, const FrameHeader& header) {
     start_sending(place, send->second);
     return {};
   }
-  const auto number = numbers_.find({Direction::send, place.key});
-  if (number != numbers_.end() && place.number <= number->second) return {};  // its send failed
+  if (posted(Direction::send, place)) {
+    // Its send failed before the ready came (or the peer repeats itself): the receive fails too,
+    // instead of waiting for bytes that will not come.
+    queue_notice(
+        host, FrameKind::abort, place,
+        Status(ErrorCode::aborted, "rank " + std::to_string(place.key.sender) + "'s send of " +
+                                       describe_message(place.key, place.number) +
+                                       " had ended before its receive was posted"));
+    return {};
+  }
   if (waiting_readies_.contains(place) || readies_from_[host] >= kMaxWaitingReadies) {
     return stream.protocol_violation(
         waiting_readies_.contains(place)
@@ -468,9 +561,7 @@ Status PointToPointEngine::take_ready(int host, const FrameHeader& header) {
 // is the next of a receive this host waits for; skipped when that receive has failed; a protocol
 // violation (the stream closed) when the frame cannot be one the peer should send.
 PointToPointEngine::Landing PointToPointEngine::landing_of(int host, const FrameHeader& header) {
-  const Place place{{header.op.job, header.op.stream, header.descriptor.root,
-                     static_cast<std::uint32_t>(header.op_count), header.round},
-                    header.op.place};
+  const Place place = place_of(header);
   PeerStream& stream = hosts_[host];
   if (!local(place.key.receiver) || host_of(place.key.sender) != host) {
     (void)stream.protocol_violation("bytes of " + describe_message(place.key, place.number) +
@@ -478,7 +569,12 @@ PointToPointEngine::Landing PointToPointEngine::landing_of(int host, const Frame
     return {};
   }
   const auto receive = receives_.find(place);
-  if (receive == receives_.end()) return {};  // it failed: the rest of its bytes are skipped
+  if (receive == receives_.end()) {
+    if (posted(Direction::receive, place)) return {};  // it failed: its bytes are skipped
+    (void)stream.protocol_violation("bytes of " + describe_message(place.key, place.number) +
+                                    ", whose receive this host has not posted");
+    return {};
+  }
   const Pending& pending = receive->second;
   const PostedMessage& message = pending.message;
   if (header.descriptor.dtype != message.dtype || header.descriptor.count != message.count ||
@@ -495,9 +591,11 @@ PointToPointEngine::Landing PointToPointEngine::landing_of(int host, const Frame
   return {place, message.bytes + header.offset, message.keep};
 }
 
-void PointToPointEngine::take_notice(const FrameHeader& header, const std::string& text) {
+Status PointToPointEngine::take_notice(int host, const FrameHeader& header,
+                                       const std::string& text) {
   if (header.kind == FrameKind::end) {
     const auto rank = header.descriptor.root;
+    forget_waiting(header.op.job, header.op.stream, rank);
     const Status ended(ErrorCode::aborted, text);
     const auto end = [&](std::map<Place, Pending>& pending, bool is_send) {
       for (auto it = pending.begin(); it != pending.end();) {
@@ -512,15 +610,22 @@ void PointToPointEngine::take_notice(const FrameHeader& header, const std::strin
     };
     end(sends_, true);
     end(receives_, false);
-    return;
+    return {};
   }
-  const Place place{{header.op.job, header.op.stream, header.descriptor.root,
-                     static_cast<std::uint32_t>(header.op_count), header.round},
-                    header.op.place};
-  std::map<Place, Pending>& pending = local(place.key.sender) ? sends_ : receives_;
+  const Place place = place_of(header);
+  const Status why(static_cast<ErrorCode>(header.segment), text);
+  const Direction direction = local(place.key.sender) ? Direction::send : Direction::receive;
+  std::map<Place, Pending>& pending = direction == Direction::send ? sends_ : receives_;
   if (const auto it = pending.find(place); it != pending.end()) {
-    fail(pending, it, Status(static_cast<ErrorCode>(header.segment), text), false);
+    fail(pending, it, why, false);
+    return {};
   }
+  if (posted(direction, place)) return {};  // over already
+  if (const auto waiting = waiting_readies_.find(place); waiting != waiting_readies_.end()) {
+    --readies_from_[waiting->second.first];
+    waiting_readies_.erase(waiting);
+  }
+  return remember_failure(host, direction, place, why);
 }
 
 // --- The loop ---
@@ -531,7 +636,10 @@ void PointToPointEngine::move_without_waiting() {
     Status status = write_to(host);
     if (status.ok()) status = read_from(host);
     if (status.ok()) status = write_to(host);  // readies read may have queued bytes
-    if (!status.ok()) lose_host(host, status);
+    if (!status.ok()) {
+      if (!hosts_[host].lost()) (void)hosts_[host].lose(status.message());
+      lose_host(host);
+    }
   }
 }
 
@@ -559,10 +667,10 @@ void PointToPointEngine::progress(int wake_fd, net::Deadline until) {
   for (int host = 0; host < static_cast<int>(hosts_.size()); ++host) {
     if (stalled_since_[host] && hosts_[host].mid_frame() && !hosts_[host].lost() &&
         net::Clock::now() - *stalled_since_[host] >= options_.stall_timeout) {
-      lose_host(host,
-                hosts_[host].protocol_violation("stopped sending in the middle of a frame for " +
-                                                std::to_string(options_.stall_timeout.count()) +
-                                                " ms (--stall-timeout-ms)"));
+      (void)hosts_[host].protocol_violation("stopped sending in the middle of a frame for " +
+                                            std::to_string(options_.stall_timeout.count()) +
+                                            " ms (--stall-timeout-ms)");
+      lose_host(host);
     }
   }
   // Messages done are the caller's to answer now, not after the wait.

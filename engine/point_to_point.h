@@ -36,7 +36,8 @@
 
 namespace gradsync::engine {
 
-// Readies one peer host may have sent for sends not yet posted here; more is a protocol error.
+// Readies one peer host may have sent for sends not yet posted here, and failures of messages
+// not yet posted here; more of either is a protocol error.
 inline constexpr std::size_t kMaxWaitingReadies = 1 << 16;
 // (job, stream, sender, receiver, tag) keys one engine numbers messages of; a post beyond is
 // refused.
@@ -135,6 +136,10 @@ class PointToPointEngine {
     std::shared_ptr<const void> keep;
   };
 
+  // The place a point-to-point frame names (engine/frame.h).
+  static Place place_of(const FrameHeader& header);
+  // Whether this host has posted its side of the message at `place` (done with it or not).
+  bool posted(Direction direction, const Place& place) const;
   int host_of(std::uint32_t rank) const { return options_.host_of_rank[rank]; }
   bool local(std::uint32_t rank) const { return host_of(rank) == options_.host; }
   std::uint64_t message_bytes(const PostedMessage& message) const;
@@ -148,7 +153,13 @@ class PointToPointEngine {
   void fail(std::map<Place, Pending>& pending, std::map<Place, Pending>::iterator it,
             const Status& why, bool tell);
   void fail_expired();
-  void lose_host(int host, const Status& why);
+  // Fails every message to and from the ranks of `host`, whose stream is lost.
+  void lose_host(int host);
+  // Drops what waits for messages of `rank` in (job, stream) that will never be posted.
+  void forget_waiting(std::uint64_t job, std::uint64_t stream, std::uint32_t rank);
+  // A peer host failed the message at `place` that this host has not posted yet (`direction`:
+  // this host's side of it): its post fails at once with `why`, unless there are too many.
+  Status remember_failure(int host, Direction direction, const Place& place, const Status& why);
 
   // Frames out.
   FrameHeader header_of(FrameKind kind, const Place& place) const;
@@ -161,7 +172,7 @@ class PointToPointEngine {
   Status take_header(int host, const FrameHeader& header);
   Status take_ready(int host, const FrameHeader& header);
   Landing landing_of(int host, const FrameHeader& header);
-  void take_notice(const FrameHeader& header, const std::string& text);
+  Status take_notice(int host, const FrameHeader& header, const std::string& text);
 
   void move_without_waiting();
   std::optional<net::Deadline> first_deadline();
@@ -178,6 +189,9 @@ class PointToPointEngine {
   std::map<Place, Pending> sends_;
   std::map<Place, Pending> receives_;
   std::map<Place, std::pair<int, Ready>> waiting_readies_;  // from host, for sends not posted
+  // Messages whose peer failed before they were posted here: from host, the peer's reason.
+  std::map<std::pair<Direction, Place>, std::pair<int, Status>> failed_before_posted_;
+  std::vector<std::size_t> failures_from_;  // by host: in failed_before_posted_
   std::vector<MessageDone> done_;
   std::vector<std::byte> trash_;
   std::vector<net::ChannelInterest> interests_;

@@ -1,12 +1,16 @@
 // The point-to-point engine over channels in memory (engine/point_to_point.h): two engines
 // exchange messages of several segments, cut at every place by the channels; sizes that differ
-// fail both ends naming both; and a hostile peer host's frames (bytes no receive asked for,
-// bytes past a receive's end or out of order, a ready for a rank it does not hold, a collectives
-// frame) are skipped or refused as a protocol error that fails only that host's messages.
+// fail both ends naming both; a send that fails before its receive is posted fails the receive
+// when it comes; and a hostile peer host's frames are skipped (bytes of a receive that failed,
+// which never land in its region) or refused as a protocol error that fails only that host's
+// messages (bytes of a receive never posted, past a receive's end or out of order; a ready with a
+// payload, or for a rank the host does not hold; an end or an abort for ranks it does not hold; a
+// collectives frame).
 #include "engine/point_to_point.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 
@@ -101,6 +105,29 @@ TEST(PointToPoint, AMessageDoneBeforeTheWaitIsHandedBackWithoutWaiting) {
   EXPECT_TRUE(done[0].status.ok()) << done[0].status.to_string();
 }
 
+// A send that fails before its receive is posted fails the receive at once when it comes.
+TEST(PointToPoint, ASendThatFailedBeforeItsReceiveWasPostedFailsTheReceiveAtOnce) {
+  testing::MemoryNetwork network(2, {});
+  PointToPointEngine sender(options_of(0), network.channels_of(0));
+  PointToPointEngine receiver(options_of(1), network.channels_of(1));
+  Bytes out(10);
+  PostedMessage send = message(1, Direction::send, out);
+  send.deadline = net::Deadline::after(std::chrono::milliseconds(50));
+  sender.post(send);
+  std::vector<MessageDone> done;
+  run_until(sender, receiver, done, 1);                                        // the send times out
+  sender.progress(-1, net::Deadline::after(std::chrono::milliseconds(10)));    // its abort goes
+  receiver.progress(-1, net::Deadline::after(std::chrono::milliseconds(10)));  // and comes
+  Bytes in(10);
+  receiver.post(message(2, Direction::receive, in));
+  const std::vector<MessageDone> refused = receiver.take_done();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].status.code(), ErrorCode::deadline_exceeded);
+  EXPECT_NE(refused[0].status.message().find("rank 1 has not posted the receive"),
+            std::string::npos)
+      << refused[0].status.message();
+}
+
 TEST(PointToPoint, SizesThatDifferFailBothEndsNamingBoth) {
   testing::MemoryNetwork network(2, {});
   PointToPointEngine sender(options_of(0), network.channels_of(0));
@@ -172,19 +199,83 @@ class HostilePeer : public ::testing::Test {
   std::unique_ptr<net::DataChannels> peer_;
 };
 
-TEST_F(HostilePeer, BytesNoReceiveAskedForAreSkippedAndTheNextMessageLands) {
-  Bytes into(100);
-  FrameHeader unasked = header(FrameKind::message, 7);
-  unasked.descriptor.count = 100;
-  send_frame(unasked, Bytes(100, std::byte{9}));
-  post_receive(1, into);
+// Fails the test unless exactly one message is done, failed with `code` and a reason holding
+// `text`.
+void expect_one_failure(const std::vector<MessageDone>& done, ErrorCode code,
+                        const std::string& text) {
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status.code(), code) << done[0].status.to_string();
+  EXPECT_NE(done[0].status.message().find(text), std::string::npos) << done[0].status.message();
+}
+
+TEST_F(HostilePeer, BytesOfAFailedReceiveAreSkippedAndNeverLandInItsRegion) {
+  Bytes failing(10'000, std::byte{0xCD});
+  PostedMessage posted = message(1, Direction::receive, failing);
+  posted.key.sender = 1;
+  posted.key.receiver = 0;
+  posted.deadline = net::Deadline::after(std::chrono::milliseconds(100));
+  engine_.post(posted);
   FrameHeader bytes = header(FrameKind::message);
-  bytes.descriptor.count = 100;
-  send_frame(bytes, testing::pattern(1, 0, 100));
+  bytes.descriptor.count = 10'000;
+  bytes.length = 10'000;
+  // Half the frame, then the receive's deadline passes while the other half is due.
+  const EncodedHeader head = encode(bytes);
+  const auto soon = net::Deadline::after(std::chrono::seconds(1));
+  ASSERT_TRUE(net::send_all(*peer_, 0, head, soon).ok());
+  ASSERT_TRUE(net::send_all(*peer_, 0, Bytes(5'000, std::byte{1}), soon).ok());
+  expect_one_failure(progress_until(1), ErrorCode::deadline_exceeded, "5000 of 10000 bytes came");
+  ASSERT_TRUE(net::send_all(*peer_, 0, Bytes(5'000, std::byte{2}), soon).ok());
+  // The next message of the key lands whole; the failed one's second half went nowhere.
+  Bytes into(100);
+  post_receive(2, into);
+  FrameHeader next = header(FrameKind::message, 2);
+  next.descriptor.count = 100;
+  send_frame(next, testing::pattern(1, 0, 100));
   const std::vector<MessageDone> done = progress_until(1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_TRUE(done[0].status.ok()) << done[0].status.to_string();
   EXPECT_EQ(into, testing::pattern(1, 0, 100));
+  EXPECT_EQ(std::count(failing.begin() + 5'000, failing.end(), std::byte{0xCD}), 5'000);
+}
+
+TEST_F(HostilePeer, BytesOfAReceiveNeverPostedAreAProtocolError) {
+  Bytes into(100);
+  post_receive(1, into);
+  FrameHeader unasked = header(FrameKind::message, 7);
+  unasked.descriptor.count = 100;
+  send_frame(unasked, Bytes(100, std::byte{9}));
+  expect_one_failure(progress_until(1), ErrorCode::peer_lost,
+                     "whose receive this host has not posted");
+}
+
+TEST_F(HostilePeer, AReadyWithAPayloadIsAProtocolError) {
+  Bytes into(10);
+  post_receive(1, into);
+  FrameHeader ready = header(FrameKind::ready);
+  ready.descriptor.root = 0;  // rank 0, here, sends rank 1 a message
+  ready.op_count = 1;
+  send_frame(ready, Bytes(8));
+  expect_one_failure(progress_until(1), ErrorCode::peer_lost, "a ready with 8 bytes of payload");
+}
+
+TEST_F(HostilePeer, AnEndForARankTheHostDoesNotHoldIsAProtocolError) {
+  Bytes into(10);
+  post_receive(1, into);
+  FrameHeader end = header(FrameKind::end);
+  end.descriptor.root = 0;  // rank 0 is this host's
+  send_frame(end, Bytes(3));
+  expect_one_failure(progress_until(1), ErrorCode::peer_lost, "an end for rank 0");
+}
+
+TEST_F(HostilePeer, AnAbortOfAMessageThatIsNotBetweenItsRanksAndOursIsAProtocolError) {
+  Bytes into(10);
+  post_receive(1, into);
+  FrameHeader abort = header(FrameKind::abort);
+  abort.descriptor.root = 0;  // from rank 0 to rank 0: both this host's
+  abort.segment = static_cast<std::uint32_t>(ErrorCode::aborted);
+  send_frame(abort, Bytes(3));
+  expect_one_failure(progress_until(1), ErrorCode::peer_lost,
+                     "which is not between that host's ranks and this host's");
 }
 
 TEST_F(HostilePeer, BytesPastTheReceivesEndFailItsHostsMessagesAsAProtocolError) {
