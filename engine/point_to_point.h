@@ -13,7 +13,8 @@
 // Failures: every message has its deadline; a peer host whose connection is lost, or that stalls
 // in the middle of a frame, fails every message to and from its ranks; a client that leaves fails
 // the messages its stream's peers post to or await from it (end frames). No thread of its own:
-// the caller runs progress() in a loop (daemon/point_to_point_thread.h).
+// the caller runs progress() in a loop (daemon/point_to_point_thread.h). point_to_point.cc holds
+// the messages' lives, point_to_point_frames.cc the frames queued to and read from each host.
 #pragma once
 
 #include <compare>
@@ -200,5 +201,7 @@ class PointToPointEngine {
 
 // "message 3 from rank 0 to rank 1 with tag 7"
 std::string describe_message(const MessageKey& key, std::uint64_t number);
+// "4 f32"
+std::string describe_values(std::uint64_t count, DataType dtype);
 
 }  // namespace gradsync::engine
